@@ -1,0 +1,1 @@
+"""The backend-neutral frontend: @tlx.jit, task splitting, argument binding, caching."""

@@ -1,0 +1,103 @@
+"""`@tlx.jit`: the kernel object. It binds launch arguments, picks the backend and keeps one split
+(and, per backend, one lowered function) per constexpr specialization."""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any, Callable
+
+from triton.runtime.jit import KernelInterface
+
+from ..errors import TlxLaunchError
+from .split import SplitKernel, split_kernel
+
+BACKENDS = ("gluon", "sim")
+
+
+def _is_constexpr_annotation(ann) -> bool:
+    if ann is inspect.Parameter.empty:
+        return False
+    text = ann if isinstance(ann, str) else getattr(ann, "__name__", repr(ann))
+    return "constexpr" in str(text)
+
+
+class TlxKernel(KernelInterface):
+    """A kernel written with `tl.*` and `tlx.*`. Launch: `kernel[grid](*args, num_warps=4, **constexprs)`;
+    `backend="sim"` (or TLX_BACKEND=sim) runs it on the CPU simulator."""
+
+    def __init__(self, fn: Callable, do_not_specialize=(), noinline: bool = False):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        self.arg_names = [p.name for p in self.params]
+        self.constexpr_names = frozenset(p.name for p in self.params if _is_constexpr_annotation(p.annotation))
+        self.do_not_specialize = tuple(do_not_specialize)
+        self.noinline = noinline
+        self._splits: dict[tuple, SplitKernel] = {}
+        self.lowered: dict[tuple, Any] = {}   # backend-owned cache: (backend, constexpr key) -> object
+
+    def __repr__(self) -> str:
+        return f"TlxKernel({self.fn.__module__}.{self.fn.__qualname__})"
+
+    def __call__(self, *args, **kwargs):
+        raise TlxLaunchError(f"tlx.jit: kernel '{self.__name__}' must be launched as {self.__name__}[grid](...), "
+                             "or called from another @tlx.jit function")
+
+    # -- binding ---------------------------------------------------------------------------
+    def bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """Map every parameter to its value (defaults applied); raises TlxLaunchError on a bad count."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            want = ", ".join(self.arg_names)
+            raise TlxLaunchError(f"tlx.jit: kernel '{self.__name__}({want})' got {len(args)} positional "
+                                 f"argument(s) and {sorted(kwargs)}: {e}") from None
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def constexpr_key(self, bound: dict[str, Any]) -> tuple:
+        return tuple((n, _constexpr_value(bound[n])) for n in self.arg_names if n in self.constexpr_names)
+
+    def split(self, bound: dict[str, Any]) -> SplitKernel:
+        key = self.constexpr_key(bound)
+        if key not in self._splits:
+            self._splits[key] = split_kernel(self.fn, dict(key))
+        return self._splits[key]
+
+    # -- launch ----------------------------------------------------------------------------
+    def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
+            num_ctas: int = 1, sim_options=None, **kwargs):
+        backend = backend or os.environ.get("TLX_BACKEND", "gluon")
+        if backend not in BACKENDS:
+            raise TlxLaunchError(f"tlx.jit: 'backend' must be one of {BACKENDS}, got {backend!r}")
+        if num_ctas != 1:
+            raise TlxLaunchError(f"tlx.jit: 'num_ctas' must be 1 (clusters are not supported), got {num_ctas}")
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("maxnreg", "ctas_per_cga", "launch_cooperative_grid")
+                  or v is None}
+        bound = self.bind(args, kwargs)
+        if backend == "sim":
+            from .. import sim
+            if callable(grid):
+                grid = grid(bound)
+            return sim.launch(self, tuple(grid), bound, num_warps, sim_options)
+        from ..gluon import launch
+        return launch.run(self, bound, grid=grid, warmup=warmup, num_warps=num_warps, num_stages=num_stages)
+
+    def warmup(self, *args, grid, **kwargs):
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+def _constexpr_value(v):
+    return getattr(v, "value", v)
+
+
+def jit(fn: Callable | None = None, *, do_not_specialize=(), noinline: bool = False, **unused):
+    """Decorator: compile `fn` (written with `tl.*` and `tlx.*`) with tlx."""
+    if fn is None:
+        return functools.partial(jit, do_not_specialize=do_not_specialize, noinline=noinline)
+    return TlxKernel(fn, do_not_specialize=do_not_specialize, noinline=noinline)

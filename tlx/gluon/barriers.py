@@ -1,0 +1,64 @@
+"""Lowering of mbarriers, named barriers (inline PTX: Gluon 3.6 has no builtin) and fences."""
+from __future__ import annotations
+
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+
+from . import layouts
+from .rules import gluon_rule
+from .values import TlxMem
+
+
+def inline_ptx(ctx, asm: str, dtype=gl.int32, constraint: str = "=r"):
+    """A side-effecting PTX statement with one dummy (or real) scalar result."""
+    return ctx.call(gl.inline_asm_elementwise, asm, constraint, [], dtype=dtype, is_pure=False, pack=1)
+
+
+@gluon_rule("alloc_barriers")
+def _alloc_barriers(ctx, num_barriers, arrive_count=1):
+    bars = ctx.semantic.allocate_shared(gl.int64, [num_barriers, 1], layouts.MBarrierLayout(), None)
+    for i in range(num_barriers):
+        ctx.call(mbarrier.init, ctx.semantic.memdesc_index(bars, ctx.semantic.to_tensor(i)), arrive_count)
+    return TlxMem.wrap(bars, "barriers", arrive_count)
+
+
+def _pred(ctx, pred):
+    return True if pred is None else pred
+
+
+@gluon_rule("barrier_expect_bytes")
+def _barrier_expect_bytes(ctx, bar, nbytes, pred=None):
+    ctx.call(mbarrier.expect, bar, nbytes, pred=_pred(ctx, pred))
+
+
+@gluon_rule("barrier_wait")
+def _barrier_wait(ctx, bar, phase, pred=None):
+    ctx.call(mbarrier.wait, bar, phase, pred=_pred(ctx, pred), deps=())
+
+
+@gluon_rule("barrier_arrive")
+def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None):
+    ctx.call(mbarrier.arrive, bar, count=arrive_count)
+
+
+@gluon_rule("named_barrier_wait")
+def _named_barrier_wait(ctx, id, num_threads):
+    inline_ptx(ctx, f"bar.sync {id}, {num_threads}; mov.u32 $0, 0;")
+
+
+@gluon_rule("named_barrier_arrive")
+def _named_barrier_arrive(ctx, id, num_threads):
+    inline_ptx(ctx, f"bar.arrive {id}, {num_threads}; mov.u32 $0, 0;")
+
+
+@gluon_rule("fence")
+def _fence(ctx, scope):
+    if scope == "async_shared":
+        ctx.call(fence_async_shared)
+    else:
+        inline_ptx(ctx, "fence.acq_rel.gpu; mov.u32 $0, 0;")
+
+
+@gluon_rule("fence_async_shared")
+def _fence_async_shared(ctx):
+    ctx.call(fence_async_shared)

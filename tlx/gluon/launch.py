@@ -1,0 +1,58 @@
+"""Compile and launch a TlxKernel through Gluon: split per constexpr specialization, convert host
+descriptors (their layout chosen here, after any autotuner pre-hook set the block shape)."""
+from __future__ import annotations
+
+from triton.experimental.gluon import language as gl
+
+from ..errors import TlxLaunchError
+from ..frontend.descriptors import is_host_descriptor
+from . import layouts
+from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
+from .scope import instantiate
+from .semantic import TlxCodeGenerator, TlxSemantic
+
+install_codegen_hook(TlxSemantic, TlxCodeGenerator)
+
+_TORCH_TO_GL = {
+    "float16": gl.float16, "bfloat16": gl.bfloat16, "float32": gl.float32, "float64": gl.float64,
+    "int8": gl.int8, "int16": gl.int16, "int32": gl.int32, "int64": gl.int64, "uint8": gl.uint8,
+    "float8_e4m3fn": gl.float8e4nv, "float8_e5m2": gl.float8e5, "bool": gl.int1,
+}
+
+
+def gl_dtype(torch_dtype) -> gl.dtype:
+    name = str(torch_dtype).replace("torch.", "")
+    if name not in _TORCH_TO_GL:
+        raise TlxLaunchError(f"tlx: tensors of dtype {torch_dtype} are not supported as descriptor bases")
+    return _TORCH_TO_GL[name]
+
+
+def to_gluon_descriptor(desc) -> GluonHostTensorDescriptor:
+    block = [int(b) for b in desc.block_shape]
+    layout = layouts.shared_for(block, gl_dtype(desc.base.dtype))
+    return GluonHostTensorDescriptor(desc.base, list(desc.shape), list(desc.strides), block, layout,
+                                     getattr(desc, "padding", "zero"))
+
+
+def jit_function(kernel, bound: dict):
+    """The GluonJITFunction of one constexpr specialization (memoised on the kernel)."""
+    key = ("gluon", kernel.constexpr_key(bound))
+    if key not in kernel.lowered:
+        kernel.lowered[key] = instantiate(kernel.split(bound), kernel.fn)
+    return kernel.lowered[key]
+
+
+def convert_args(kernel, bound: dict) -> list:
+    return [to_gluon_descriptor(v) if is_host_descriptor(v) else v for v in bound.values()]
+
+
+def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None):
+    jit_fn = jit_function(kernel, bound)
+    args = convert_args(kernel, bound)
+    options = {"num_warps": num_warps}
+    if num_stages is not None:
+        options["num_stages"] = num_stages
+    if callable(grid):
+        user_grid = grid
+        grid = lambda meta: user_grid(bound)   # noqa: E731  (the user's grid sees tlx's bound args)
+    return jit_fn.run(*args, grid=grid, warmup=warmup, **options)

@@ -1,0 +1,72 @@
+"""What tlx changes in Gluon's frontend for generated functions: layout reconciliation.
+
+Gluon never inserts a layout conversion and requires loop-carried values to keep one type. tlx
+kernels are written without layouts, so (1) a binary op between two different concrete layouts
+converts the non-MMA side, and (2) a loop whose body turns an Auto-layout value into a concrete
+one (e.g. `acc = tl.zeros(...)` then `acc = tlx.async_dot(..., acc)`) starts from the concrete
+layout, so the loop carries the MMA accumulator without per-iteration conversions."""
+from __future__ import annotations
+
+from triton.experimental.gluon import language as gl
+
+from . import layouts
+from ._triton_compat import CodeGenerator, GluonSemantic, _is_triton_tensor
+
+MAX_CARRY_ROUNDS = 3
+
+
+def _concrete(t) -> bool:
+    ty = getattr(t, "type", None)
+    return isinstance(ty, gl.distributed_type) and not isinstance(ty.layout, (gl.AutoLayout, gl.CoalescedLayout))
+
+
+class TlxSemantic(GluonSemantic):
+
+    def broadcast_impl_value(self, lhs, rhs):
+        if _concrete(lhs) and _concrete(rhs) and lhs.type.layout != rhs.type.layout:
+            if layouts.is_mma(rhs.type.layout) and not layouts.is_mma(lhs.type.layout):
+                lhs = self.convert_layout(lhs, rhs.type.layout)
+            elif lhs.type.shape == rhs.type.shape or len(rhs.type.shape) == len(lhs.type.shape):
+                rhs = self.convert_layout(rhs, lhs.type.layout)
+        return super().broadcast_impl_value(lhs, rhs)
+
+    def to_layout(self, value, layout):
+        """`value` in `layout`: anchor an Auto value, convert a concrete one, keep a matching one."""
+        ty = value.type
+        if isinstance(ty.layout, gl.AutoLayout):
+            return self.set_auto_layout(value, layout)
+        if ty.layout != layout:
+            return self.convert_layout(value, layout)
+        return value
+
+
+class TlxCodeGenerator(CodeGenerator):
+
+    def _find_carries(self, node, liveins, ignore=set()):
+        """Like Triton's, but first give Auto-layout loop inputs the layout the body produces."""
+        ip, last_loc = self._get_insertion_point_and_loc()
+        for _ in range(MAX_CARRY_ROUNDS):
+            block = self.builder.create_block()
+            self.builder.set_insertion_point_to_start(block)
+            self.scf_stack.append(node)
+            self.visit_compound_statement(node.body)
+            self.scf_stack.pop()
+            block.erase()
+            changed = {}
+            for name, live in liveins.items():
+                if name in ignore or not _is_triton_tensor(live) or name not in self.lscope:
+                    continue
+                new = self.lscope[name]
+                if _is_triton_tensor(new) and live.type != new.type and _concrete(new) and \
+                        isinstance(getattr(live.type, "layout", None), gl.AutoLayout) and \
+                        live.type.shape == new.type.shape:
+                    changed[name] = new.type.layout
+            self.lscope = liveins.copy()
+            self.local_defs = {}
+            self._set_insertion_point_and_loc(ip, last_loc)
+            if not changed:
+                break
+            for name, layout in changed.items():
+                liveins[name] = self.semantic.set_auto_layout(liveins[name], layout)
+            self.lscope = liveins.copy()
+        return super()._find_carries(node, liveins, ignore)

@@ -1,0 +1,154 @@
+"""The `tl` that tlx kernels see under the Gluon backend.
+
+Most `triton.language` builtins already work under Gluon's semantic and are passed through.
+Ops that need a layout (creation ops, pointer loads/stores, dot, descriptors) are re-implemented
+here; any other `tl` name raises an error that names it."""
+from __future__ import annotations
+
+import types
+
+import triton.language as tl
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+from ..errors import TlxUnsupported
+from . import layouts
+from ._triton_compat import builtin, gl_core
+
+PASS_THROUGH = """
+program_id num_programs cdiv where maximum minimum exp exp2 log log2 sqrt sqrt_rn rsqrt abs fma sin cos erf floor ceil
+div_rn fdiv umulhi sum max min reduce argmax argmin xor_sum cast expand_dims reshape permute trans broadcast
+broadcast_to split join ravel multiple_of max_contiguous max_constancy static_assert static_print device_print
+device_assert assume range static_range constexpr tensor dtype pointer_type block_type tuple sigmoid softmax
+clamp associative_scan cumsum cumprod flip interleave
+int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64 float8e4nv float8e5
+float8e4b15 void PropagateNan
+""".split()
+
+_unwrap = gl_core._unwrap_if_constexpr
+
+
+def _num_warps(_semantic, _generator):
+    return _unwrap(gl.num_warps(_semantic=_semantic, _generator=_generator))
+
+
+@builtin
+def arange(start, end, _semantic=None):
+    return gl.arange(start, end, _semantic=_semantic)
+
+
+@builtin
+def zeros(shape, dtype, _semantic=None):
+    return gl.full(shape, 0, dtype, _semantic=_semantic)
+
+
+@builtin
+def full(shape, value, dtype, _semantic=None):
+    return gl.full(shape, value, dtype, _semantic=_semantic)
+
+
+@builtin
+def zeros_like(input, dtype=None, _semantic=None):
+    return gl.full(input.shape, 0, dtype or input.dtype, _semantic=_semantic)
+
+
+@builtin
+def full_like(input, value, dtype=None, _semantic=None):
+    return gl.full(input.shape, value, dtype or input.dtype, _semantic=_semantic)
+
+
+def _is_auto(t) -> bool:
+    return isinstance(t, gl.tensor) and t.type.is_block() and isinstance(t.type.layout, gl.AutoLayout)
+
+
+@builtin
+def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
+         eviction_policy="", volatile=False, _semantic=None):
+    # An Auto pointer stays Auto: the value's consumer (an MMA accumulator, a store) anchors it.
+    return tl.load(pointer, mask=mask, other=other, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
+                   volatile=volatile, _semantic=_semantic)
+
+
+@builtin
+def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy="", _semantic=None,
+          _generator=None):
+    if isinstance(pointer, gl.tensor) and pointer.type.is_block():
+        value = _semantic.to_tensor(value) if not isinstance(value, gl.tensor) else value
+        pointer = _anchor_pointer(pointer, value, _semantic, _generator)
+    return tl.store(pointer, value, mask=mask, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
+                    _semantic=_semantic)
+
+
+def _anchor_pointer(pointer, value, semantic, generator):
+    """Coalesced stores: anchor an Auto pointer with the default blocked layout, unless the value already
+    has a non-MMA layout (then store in it, no conversion)."""
+    if not _is_auto(pointer):
+        return pointer
+    vl = value.type.layout if isinstance(value, gl.tensor) and value.type.is_block() else None
+    if vl is not None and not isinstance(vl, gl.AutoLayout) and not layouts.is_mma(vl) \
+            and list(value.shape) == list(pointer.shape):
+        return semantic.set_auto_layout(pointer, vl)
+    return semantic.set_auto_layout(pointer, layouts.blocked_for(pointer.shape, _num_warps(semantic, generator)))
+
+
+def _atomic(name):
+    op = getattr(tl, name)
+
+    @builtin
+    def atomic(pointer, val, mask=None, sem=None, scope=None, _semantic=None, _generator=None):
+        if isinstance(pointer, gl.tensor) and pointer.type.is_block():
+            pointer = _anchor_pointer(pointer, val, _semantic, _generator)
+        return op(pointer, val, mask=mask, sem=sem, scope=scope, _semantic=_semantic)
+    atomic.__name__ = name
+    return atomic
+
+
+@builtin
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
+        out_dtype=tl.float32, _semantic=None, _generator=None):
+    """Synchronous register MMA (mma.sync). For wgmma from shared memory use tlx.async_dot."""
+    layout = layouts.mma_v2_layout(_num_warps(_semantic, _generator))
+    a = _semantic.to_layout(input, gl.DotOperandLayout(0, layout, layouts.k_width(input.dtype)))
+    b = _semantic.to_layout(other, gl.DotOperandLayout(1, layout, layouts.k_width(other.dtype)))
+    shape = [input.shape[0], other.shape[1]]
+    acc = gl.full(shape, 0.0, _unwrap(out_dtype), layout, _semantic=_semantic) if acc is None \
+        else _semantic.to_layout(acc, layout)
+    return mma_v2(a, b, acc, _semantic=_semantic)
+
+
+@builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero", _semantic=None,
+                           _generator=None):
+    from .rules import Ctx
+    from .tma import make_descriptor
+    unwrap = lambda xs: [_unwrap(x) for x in (xs.values if hasattr(xs, "values") else xs)]  # noqa: E731
+    return make_descriptor(Ctx(_semantic, _generator), base, unwrap(shape), unwrap(strides), unwrap(block_shape))
+
+
+OVERRIDES = {
+    "arange": arange, "zeros": zeros, "full": full, "zeros_like": zeros_like, "full_like": full_like,
+    "load": load, "store": store, "dot": dot, "make_tensor_descriptor": make_tensor_descriptor,
+    **{name: _atomic(name) for name in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
+                                        "atomic_xor", "atomic_xchg")},
+}
+
+
+class UnsupportedTlName(TlxUnsupported, AttributeError):
+    """A `tl` name outside the subset tlx lowers (an AttributeError too, so hasattr() stays safe)."""
+
+
+def _missing(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise UnsupportedTlName(f"tl.{name}", "gluon", "not in the tl subset tlx lowers (docs/ops.md lists it)")
+
+
+def build_tl_module() -> types.ModuleType:
+    mod = types.ModuleType("tlx.gluon.tl")
+    for name in PASS_THROUGH:
+        if hasattr(tl, name):
+            setattr(mod, name, getattr(tl, name))
+    for name, value in OVERRIDES.items():
+        setattr(mod, name, value)
+    mod.__getattr__ = _missing
+    return mod

@@ -1,0 +1,52 @@
+"""Lowering of TMA tile copies and pointer-based cp.async copies."""
+from __future__ import annotations
+
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import async_copy, tma
+
+from . import layouts
+from .rules import gluon_rule
+
+
+@gluon_rule("async_descriptor_load")
+def _async_descriptor_load(ctx, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
+                           multicast_targets=None):
+    ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
+
+
+@gluon_rule("async_descriptor_store")
+def _async_descriptor_store(ctx, desc, buf, offsets):
+    ctx.call(tma.async_copy_shared_to_global, desc, list(offsets), buf)
+
+
+@gluon_rule("async_descriptor_store_wait")
+def _async_descriptor_store_wait(ctx, pendings):
+    ctx.call(tma.store_wait, pendings)
+
+
+@gluon_rule("async_load")
+def _async_load(ctx, ptrs, buf, mask=None, other=None):
+    layout = layouts.blocked_for(ptrs.shape, ctx.num_warps)
+    ptrs = ctx.semantic.to_layout(ptrs, layout)
+    if mask is not None and hasattr(mask, "type") and mask.type.is_block():
+        mask = ctx.semantic.to_layout(mask, layout)
+    ctx.call(async_copy.async_copy_global_to_shared, buf, ptrs, mask=mask)
+
+
+@gluon_rule("async_load_commit_group")
+def _async_load_commit_group(ctx):
+    ctx.call(async_copy.commit_group)
+
+
+@gluon_rule("async_load_wait_group")
+def _async_load_wait_group(ctx, pendings):
+    ctx.call(async_copy.wait_group, pendings)
+
+
+def make_descriptor(ctx, base, shape, strides, block_shape):
+    """Device-side TMA descriptor (`tl.make_tensor_descriptor`); needs `triton.set_allocator`."""
+    layout = layouts.shared_for(block_shape, base.dtype.element_ty)
+    return ctx.call(tma.make_tensor_descriptor, base, list(shape), list(strides), list(block_shape), layout)
+
+
+__all__ = ["make_descriptor", "gl"]

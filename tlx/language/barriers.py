@@ -1,0 +1,60 @@
+"""mbarriers, named barriers and fences."""
+from __future__ import annotations
+
+from ..errors import check, expected
+from ._registry import check_barrier, check_int, check_kind, tlx_op
+
+
+@tlx_op
+def alloc_barriers(v, num_barriers, arrive_count=1):
+    """An array of `num_barriers` mbarriers in shared memory, each initialised with `arrive_count`."""
+    check_int("alloc_barriers", "num_barriers", num_barriers, lo=1)
+    check_int("alloc_barriers", "arrive_count", arrive_count, lo=1)
+
+
+@tlx_op
+def barrier_expect_bytes(v, bar, nbytes, pred=None):
+    """Arm `bar` for `nbytes` of TMA data in its current phase (counts as one arrival)."""
+    check_barrier(v, "barrier_expect_bytes", "bar", bar)
+    check_int("barrier_expect_bytes", "nbytes", nbytes, lo=0)
+
+
+@tlx_op
+def barrier_wait(v, bar, phase, pred=None):
+    """Block until the phase of `bar` with parity `phase` completes (a fresh barrier has parity 1 done)."""
+    check_barrier(v, "barrier_wait", "bar", bar)
+    check_kind(v, "barrier_wait", "phase", phase, ("scalar",))
+
+
+@tlx_op
+def barrier_arrive(v, bar, arrive_count=1, remote_cta_rank=None):
+    """Arrive on `bar` (`arrive_count` times); one thread per warp group arrives."""
+    check_barrier(v, "barrier_arrive", "bar", bar)
+    check_int("barrier_arrive", "arrive_count", arrive_count, lo=1)
+    check(remote_cta_rank is None, lambda: expected(
+        "barrier_arrive", "remote_cta_rank", "None (cluster ops are not supported on this backend)", remote_cta_rank))
+
+
+@tlx_op
+def named_barrier_wait(v, id, num_threads):
+    """`bar.sync id, num_threads`: wait until `num_threads` threads arrived at hardware barrier `id`."""
+    check_int("named_barrier_wait", "id", id, lo=1, hi=15)
+    check_int("named_barrier_wait", "num_threads", num_threads, lo=32, multiple=32)
+
+
+@tlx_op
+def named_barrier_arrive(v, id, num_threads):
+    """`bar.arrive id, num_threads`: arrive at hardware barrier `id` without waiting."""
+    check_int("named_barrier_arrive", "id", id, lo=1, hi=15)
+    check_int("named_barrier_arrive", "num_threads", num_threads, lo=32, multiple=32)
+
+
+@tlx_op
+def fence(v, scope):
+    """`"async_shared"`: fence.proxy.async.shared::cta; `"gpu"`: fence.acq_rel.gpu."""
+    check(scope in ("async_shared", "gpu"), lambda: expected("fence", "scope", "'async_shared' or 'gpu'", repr(scope)))
+
+
+@tlx_op
+def fence_async_shared(v):
+    """Order generic-proxy shared-memory writes before async-proxy reads (TMA store, wgmma)."""

@@ -1,0 +1,24 @@
+"""Hopper cluster ops. Gluon 3.6 has no builtins for them: every backend raises TlxUnsupported."""
+from __future__ import annotations
+
+from ._registry import tlx_op
+
+
+@tlx_op
+def cluster_cta_rank(v):
+    """This CTA's rank in its cluster."""
+
+
+@tlx_op
+def cluster_size_1d(v):
+    """Number of CTAs in the cluster."""
+
+
+@tlx_op
+def cluster_barrier(v):
+    """Barrier across all CTAs of the cluster."""
+
+
+@tlx_op
+def remote_view(v, bar, rank):
+    """A view of `bar` in the shared memory of CTA `rank` of the cluster."""

@@ -1,0 +1,51 @@
+"""Async copies: TMA (tensor descriptors) and cp.async (pointers)."""
+from __future__ import annotations
+
+from ..errors import check, expected
+from ._registry import check_barrier, check_buffer, check_int, check_kind, tlx_op
+
+
+@tlx_op
+def async_descriptor_load(v, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
+                          multicast_targets=None):
+    """TMA tile load global -> shared; the bytes count as transaction bytes on `barrier`."""
+    check_kind(v, "async_descriptor_load", "desc", desc, ("descriptor",))
+    check_buffer(v, "async_descriptor_load", "buf", buf)
+    check_barrier(v, "async_descriptor_load", "barrier", barrier)
+    check(not multicast_targets, lambda: expected("async_descriptor_load", "multicast_targets",
+                                                  "empty (TMA multicast is a cluster op, not supported here)",
+                                                  multicast_targets))
+    check(len(offsets) == len(v.shape(buf)), lambda: expected(
+        "async_descriptor_load", "offsets", f"{len(v.shape(buf))} coordinates", len(offsets)))
+
+
+@tlx_op
+def async_descriptor_store(v, desc, buf, offsets):
+    """TMA tile store shared -> global."""
+    check_kind(v, "async_descriptor_store", "desc", desc, ("descriptor",))
+    check_buffer(v, "async_descriptor_store", "buf", buf)
+
+
+@tlx_op
+def async_descriptor_store_wait(v, pendings):
+    """Wait until at most `pendings` TMA stores are outstanding (their smem source may be reused)."""
+    check_int("async_descriptor_store_wait", "pendings", pendings, lo=0)
+
+
+@tlx_op
+def async_load(v, ptrs, buf, mask=None, other=None):
+    """cp.async: copy the elements at `ptrs` into `buf` asynchronously (commit + wait groups)."""
+    check_kind(v, "async_load", "ptrs", ptrs, ("tensor",))
+    check_buffer(v, "async_load", "buf", buf)
+    check(other is None, lambda: expected("async_load", "other", "None (masked lanes are zero-filled)", other))
+
+
+@tlx_op
+def async_load_commit_group(v):
+    """Close the current group of cp.async copies."""
+
+
+@tlx_op
+def async_load_wait_group(v, pendings):
+    """Wait until at most `pendings` cp.async groups are outstanding."""
+    check_int("async_load_wait_group", "pendings", pendings, lo=0)
