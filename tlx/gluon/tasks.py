@@ -12,7 +12,9 @@ DEFAULT_WORKER_REGS = None
 
 @gluon_rule("warp_specialize", raw=("partitions",))
 def _warp_specialize(ctx, partitions, worker_num_warps, worker_num_regs, default_num_regs=None):
-    partitions = [(fn, args) for fn, args in partitions]
+    # dtypes and other compile-time values travel as constexprs
+    partitions = [(fn, tuple(a if hasattr(a, "_flatten_ir") else gl.constexpr(a) for a in args))
+                  for fn, args in partitions]
     for index, (fn, args) in enumerate(partitions[1:], start=1):
         for name, value in zip(getattr(fn, "arg_names", []), args):
             if isinstance(value, gl.tensor) and value.type.is_block():
