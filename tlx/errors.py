@@ -40,3 +40,17 @@ def check(cond: bool, message: Callable[[], str], error: type[Exception] = TlxCo
 def expected(op: str, arg: str, what: str, got: object, hint: str = "") -> str:
     msg = f"tlx.{op}: '{arg}' must be {what}, got {got}"
     return msg + (f" ({hint})" if hint else "")
+
+
+def user_error_from(exc: BaseException) -> BaseException:
+    """Triton wraps errors raised inside a kernel in its CompilationError (which shows the kernel source
+    and a caret). Give the user the tlx error class with that located message, chained to the original."""
+    cause = exc.__cause__
+    while cause is not None and not isinstance(cause, TlxError):
+        cause = cause.__cause__
+    if cause is None:
+        return exc
+    located = cause.__class__.__new__(cause.__class__)
+    located.__dict__.update(cause.__dict__)
+    located.args = (f"{exc}",)
+    return located

@@ -1,6 +1,6 @@
 import torch
 
-from tests.kernels.vector_add import two_task_add
+from tlx.kernels.vector_add import two_task_add
 
 
 def test_two_task_vector_add_is_exact():

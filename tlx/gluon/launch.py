@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from triton.experimental.gluon import language as gl
 
-from ..errors import TlxLaunchError
+from triton.compiler.errors import CompilationError
+
+from ..errors import TlxLaunchError, user_error_from
 from ..frontend.descriptors import is_host_descriptor
 from . import layouts
 from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
@@ -55,4 +57,7 @@ def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None
     if callable(grid):
         user_grid = grid
         grid = lambda meta: user_grid(bound)   # noqa: E731  (the user's grid sees tlx's bound args)
-    return jit_fn.run(*args, grid=grid, warmup=warmup, **options)
+    try:
+        return jit_fn.run(*args, grid=grid, warmup=warmup, **options)
+    except CompilationError as e:
+        raise user_error_from(e) from e

@@ -11,7 +11,9 @@ import triton
 from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.runtime.jit import mangle_type
 
-from ..errors import TlxCompileError, TlxLaunchError
+from triton.compiler.errors import CompilationError
+
+from ..errors import TlxCompileError, TlxLaunchError, user_error_from
 from ..frontend.descriptors import is_host_descriptor
 from ._triton_compat import GluonASTSource
 from .launch import convert_args, jit_function
@@ -98,7 +100,11 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     conv = convert_args(kernel, bound)
     signature, constexprs, attrs = signature_of(kernel, bound, conv)
     src = GluonASTSource(jit_fn, signature, constexprs, attrs)
-    compiled = triton.compile(src, target=TARGETS[target], options={"num_warps": num_warps, "num_stages": num_stages})
+    try:
+        compiled = triton.compile(src, target=TARGETS[target], options={"num_warps": num_warps,
+                                                                        "num_stages": num_stages})
+    except CompilationError as e:
+        raise user_error_from(e) from e
     asm = dict(compiled.asm)
     stats = ptx_stats(asm["ptx"])
     stats["shared_bytes"] = int(compiled.metadata.shared)

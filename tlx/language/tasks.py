@@ -76,15 +76,15 @@ def warp_specialize(v, partitions, worker_num_warps, worker_num_regs, default_nu
 
 
 def budget_check(num_warps: int, default_regs: int | None, worker_warps, worker_regs) -> int:
-    """The default task's register count; raises if the request exceeds the register file."""
+    """The default task's registers per thread; raises if the request does not fit the register file."""
     def groups(w):  # worker warps are padded to whole warp groups
         return -(-w // 4) * 4
     used = sum(groups(w) * 32 * r for w, r in zip(worker_warps, worker_regs))
     left = (REGISTER_FILE - used) // (num_warps * 32) // 8 * 8
     want = default_regs if default_regs is not None else min(left, MAX_REGS_PER_THREAD)
-    total = used + num_warps * 32 * want
-    check(want >= 24 and total <= REGISTER_FILE, lambda: expected(
-        "async_task", "num_regs", f"a total of at most {REGISTER_FILE} registers per CTA",
-        f"{total} (workers {list(zip(worker_warps, worker_regs))} x 32 threads, "
-        f"default task {num_warps} warps x {want})", "lower num_regs or the number of warps"))
+    check(24 <= want <= left, lambda: expected(
+        "async_task", "num_regs", f"a request that leaves the default task >= 24 registers per thread "
+        f"within {REGISTER_FILE} per CTA",
+        f"workers {[f'{w} warps x {r}' for w, r in zip(worker_warps, worker_regs)]} = {used} registers, "
+        f"leaving {left} per thread for the default task's {num_warps} warps", "lower num_regs or num_warps"))
     return want

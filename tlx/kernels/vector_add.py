@@ -1,4 +1,4 @@
-"""A two-task vector add: the default task adds the first half of each block, a 4-warp task the second."""
+"""Vector add over two warp-specialized tasks: the smallest kernel that exercises async_tasks."""
 import triton.language as tl
 
 import tlx
@@ -6,8 +6,8 @@ import tlx
 
 @tlx.jit
 def two_task_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    base = pid * BLOCK
+    """Vector add split over two tasks: the default task takes the first half of each block."""
+    base = tl.program_id(0) * BLOCK
     with tlx.async_tasks():
         with tlx.async_task("default"):
             offs = base + tl.arange(0, BLOCK // 2)

@@ -1,0 +1,75 @@
+"""The library kernels at small shapes, for `python -m tlx demo`: compile, simulate or run+time."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import triton
+import tlx  # noqa: F401
+from tlx.kernels.vector_add import two_task_add
+
+
+@dataclass
+class Case:
+    name: str
+    kernel: object
+    make: Callable          # make(torch, device) -> (args, grid, meta, out, reference)
+    num_warps: int = 4
+    meta: dict = field(default_factory=dict)
+
+    def compile_args(self):
+        import torch
+        args, _, self.meta, _, _ = self.make(torch, "cpu")
+        return args
+
+    def _check(self, out, ref) -> float:
+        return ((out.double() - ref).norm() / ref.norm()).item()
+
+    def run_sim(self) -> tuple[str, bool]:
+        import time
+
+        import torch
+        args, grid, meta, out, ref = self.make(torch, "cpu")
+        out.fill_(float("nan"))
+        t0 = time.time()
+        self.kernel[grid](*args, num_warps=self.num_warps, backend="sim", **meta)
+        err = self._check(out, ref)
+        ok = err <= 1e-2
+        return f"{self.name:28s} simulator rel_err {err:.2e} {'ok' if ok else 'FAILED'} ({time.time() - t0:.1f} s)", ok
+
+    def run_gpu(self) -> str:
+        import torch
+        from triton.testing import do_bench
+        args, grid, meta, out, ref = self.make(torch, "cuda")
+        out.fill_(float("nan"))
+        fn = lambda: self.kernel[grid](*args, num_warps=self.num_warps, **meta)   # noqa: E731
+        fn()
+        torch.cuda.synchronize()
+        err = self._check(out, ref)
+        return f"{self.name:28s} GPU rel_err {err:.2e}  {do_bench(fn, return_mode='median') * 1e3:.1f} us"
+
+
+def _vector_add(torch, device):
+    n = 5000
+    x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+    out = torch.empty(n, device=device)
+    return (x, y, out, n), (triton.cdiv(n, 1024),), {"BLOCK": 1024}, out, x.double() + y.double()
+
+
+def _gemm(cfg, M=256, N=256, K=256):
+    def make(torch, device):
+        from tlx.kernels import gemm
+        a = torch.randn(M, K, device=device, dtype=torch.float16)
+        b = torch.randn(K, N, device=device, dtype=torch.float16)
+        c = torch.empty(M, N, device=device, dtype=torch.float16)
+        args, grid, meta = gemm.launch_args(a, b, c, cfg)
+        return args, grid, meta, c, a.double() @ b.double()
+    return make
+
+
+def cases() -> list[Case]:
+    from tlx.kernels import gemm
+    ws, pipe = gemm.Config("ws", 128, 128, 64, 2), gemm.Config("pipelined", 128, 128, 64, 2)
+    return [Case("two_task_add", two_task_add, _vector_add),
+            Case("gemm pipelined 128x128x64", gemm.matmul_pipelined_kernel, _gemm(pipe), pipe.num_warps),
+            Case("gemm warp-specialized", gemm.matmul_ws_kernel, _gemm(ws), ws.num_warps)]
