@@ -243,11 +243,12 @@ class _Splitter:
             self.edits[i] = None
 
     def inline_body(self, region: ast.With, task: ast.With) -> None:
+        """Only the default task: its body replaces the whole region (compile-time ifs resolved)."""
         lines = self.src.lines
         shift = task.body[0].col_offset - region.col_offset
-        for i in range(region.lineno - 1, task.body[0].lineno - 1):
+        for i in range(region.lineno - 1, region.end_lineno):
             self.edits[i] = None
-        for i in range(task.body[0].lineno - 1, region.end_lineno):
+        for i in range(task.body[0].lineno - 1, task.end_lineno):
             self.edits[i] = _dedent_line(lines[i], shift)
 
     def make_task(self, stmt: ast.With, rep: int, index: int) -> GeneratedFunction:

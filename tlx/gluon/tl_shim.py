@@ -18,7 +18,7 @@ from ._triton_compat import builtin, gl_core
 PASS_THROUGH = """
 program_id num_programs cdiv where maximum minimum exp exp2 log log2 sqrt sqrt_rn rsqrt abs fma sin cos erf floor ceil
 div_rn fdiv umulhi sum max min reduce argmax argmin xor_sum cast expand_dims reshape permute trans broadcast
-broadcast_to split join ravel multiple_of max_contiguous max_constancy static_assert static_print device_print
+broadcast_to ravel multiple_of max_contiguous max_constancy static_assert static_print device_print
 device_assert assume range static_range constexpr tensor dtype pointer_type block_type tuple sigmoid softmax
 clamp associative_scan cumsum cumprod flip interleave
 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64 float8e4nv float8e5
@@ -125,7 +125,21 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
     return make_descriptor(Ctx(_semantic, _generator), base, unwrap(shape), unwrap(strides), unwrap(block_shape))
 
 
+def _anchored(op_name):
+    """split/join abort the process on Auto-layout inputs in Gluon 3.6: anchor them first."""
+    op = getattr(tl, op_name)
+
+    @builtin
+    def anchored(*args, _semantic=None, _generator=None, **kwargs):
+        nw = _num_warps(_semantic, _generator)
+        args = [_semantic.set_auto_layout(a, layouts.blocked_for(a.shape, nw)) if _is_auto(a) else a for a in args]
+        return op(*args, _semantic=_semantic, **kwargs)
+    anchored.__name__ = op_name
+    return anchored
+
+
 OVERRIDES = {
+    "split": _anchored("split"), "join": _anchored("join"),
     "arange": arange, "zeros": zeros, "full": full, "zeros_like": zeros_like, "full_like": full_like,
     "load": load, "store": store, "dot": dot, "make_tensor_descriptor": make_tensor_descriptor,
     **{name: _atomic(name) for name in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
