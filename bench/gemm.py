@@ -12,7 +12,7 @@ import sys
 
 import torch
 import triton
-from triton.testing import do_bench
+from triton.testing import do_bench, do_bench_cudagraph
 
 from tlx.kernels import gemm
 
@@ -32,6 +32,7 @@ def bench_shape(shape, dtype, configs):
     ref = a.float() @ b.float()
     row = {"shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
     row["cublas_ms"] = do_bench(lambda: torch.matmul(a, b), return_mode="median")
+    row["cublas_graph_ms"] = do_bench_cudagraph(lambda: torch.matmul(a, b), return_mode="median")
     best = None
     for cfg in configs:
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
@@ -43,8 +44,9 @@ def bench_shape(shape, dtype, configs):
             continue
         err = ((c.float() - ref).norm() / ref.norm()).item()
         ms = do_bench(lambda: gemm.matmul(a, b, cfg, out=c), return_mode="median")
+        graph_ms = do_bench_cudagraph(lambda: gemm.matmul(a, b, cfg, out=c), return_mode="median")
         name = f"{cfg.kernel}-{cfg.BM}x{cfg.BN}x{cfg.BK}s{cfg.STAGES}w{cfg.num_warps}"
-        row[name] = {"ms": ms, "tflops": tflops(shape, ms), "rel_err": err}
+        row[name] = {"ms": ms, "graph_ms": graph_ms, "tflops": tflops(shape, ms), "rel_err": err}
         if err <= 1e-2 and (best is None or ms < best[1]):
             best = (name, ms)
     row["cublas_tflops"] = tflops(shape, row["cublas_ms"])
@@ -52,6 +54,7 @@ def bench_shape(shape, dtype, configs):
         row["best"] = best[0]
         row["best_tflops"] = tflops(shape, best[1])
         row["ratio"] = row["cublas_ms"] / best[1]
+        row["graph_ratio"] = row["cublas_graph_ms"] / row[best[0]]["graph_ms"]
     return row
 
 
@@ -68,13 +71,15 @@ def main():
             rows.append(row)
             print(f"{row['dtype']:9s} {'x'.join(map(str, shape)):>18s}  cuBLAS {row['cublas_tflops']:6.1f}  "
                   f"tlx {row.get('best_tflops', float('nan')):6.1f} ({row.get('best', 'none')})  "
-                  f"ratio {row.get('ratio', float('nan')):.3f}", flush=True)
+                  f"ratio {row.get('ratio', float('nan')):.3f}  graph ratio {row.get('graph_ratio', float('nan')):.3f}",
+                  flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "date": datetime.date.today().isoformat(), "timer": "triton.testing.do_bench median"}
     for dt in ("bfloat16", "float16"):
-        ratios = [r["ratio"] for r in rows if r["dtype"] == dt and "ratio" in r]
-        if ratios:
-            meta[f"geomean_ratio_{dt}"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        for key in ("ratio", "graph_ratio"):
+            ratios = [r[key] for r in rows if r["dtype"] == dt and key in r]
+            if ratios:
+                meta[f"geomean_{key}_{dt}"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     print(json.dumps(meta))

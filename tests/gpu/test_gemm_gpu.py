@@ -6,7 +6,7 @@ from tlx.kernels import gemm
 
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4096, 4000, 1000), (300, 264, 136)]
 DTYPES = [torch.float16, torch.bfloat16]
-CONFIGS = [gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8)]
+CONFIGS = [gemm.Config("persistent"), gemm.Config("persistent", 128, 128, 64, 4), gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8)]
 
 
 def rel_err(out, ref):
@@ -26,3 +26,27 @@ def test_matmul_matches_reference(shape, dtype, cfg):
     ref = a.double().matmul(b.double()).float()
     assert not torch.isnan(c).any(), "some outputs were never written"
     assert rel_err(c, ref) <= 1e-2
+
+
+EPILOGUES = [(False, False, None, None), (True, False, "relu", None), (False, True, "gelu", None),
+             (True, True, "silu", torch.float32), (False, False, None, torch.float32)]
+
+
+@pytest.mark.parametrize("at,bt,act,out_dtype", EPILOGUES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4096, 4000, 1000)], ids=lambda s: "x".join(map(str, s)))
+def test_persistent_transposes_and_epilogues(shape, dtype, at, bt, act, out_dtype):
+    M, N, K = shape
+    a = torch.randn(K, M, device="cuda", dtype=dtype).T if at else torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(N, K, device="cuda", dtype=dtype).T if bt else torch.randn(K, N, device="cuda", dtype=dtype)
+    bias = torch.randn(N, device="cuda", dtype=dtype) if act else None
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype or dtype)
+    gemm.matmul(a, b, out=out, bias=bias, activation=act, out_dtype=out_dtype)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    if bias is not None:
+        ref = ref + bias.double()
+    ref = {None: ref, "relu": torch.relu(ref), "gelu": torch.nn.functional.gelu(ref),
+           "silu": torch.nn.functional.silu(ref)}[act].float()
+    assert not torch.isnan(out).any(), "some outputs were never written"
+    assert rel_err(out, ref) <= 1e-2

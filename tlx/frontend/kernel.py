@@ -51,6 +51,11 @@ class TlxKernel(KernelInterface):
     # -- binding ---------------------------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         """Map every parameter to its value (defaults applied); raises TlxLaunchError on a bad count."""
+        names = self.arg_names
+        if len(args) + len(kwargs) == len(names) and all(n in kwargs for n in names[len(args):]):
+            bound = dict(zip(names, args))          # fast path: every argument given, no defaults
+            bound.update((n, kwargs[n]) for n in names[len(args):])
+            return bound
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:

@@ -1,6 +1,7 @@
 """Layout choices. Users never write layouts; every decision of the Gluon lowering lives here."""
 from __future__ import annotations
 
+import functools
 import math
 
 from triton.experimental.gluon import language as gl
@@ -63,7 +64,12 @@ def mma_v2_layout(num_warps: int) -> gl.NVMMADistributedLayout:
 
 def shared_for(shape, dtype) -> gl.SharedLayout:
     """NVMMA swizzle for tiles that TMA or wgmma may touch; a plain layout otherwise."""
-    shape = [int(s) for s in shape]
+    return _shared_for(tuple(int(s) for s in shape), dtype)
+
+
+@functools.lru_cache(maxsize=1024)   # on every launch with a host descriptor: keep it cheap
+def _shared_for(shape: tuple, dtype) -> gl.SharedLayout:
+    shape = list(shape)
     bits = dtype.primitive_bitwidth
     if len(shape) >= 2 and bits in (8, 16, 32) and shape[-1] * bits // 8 >= 16 and shape[-2] >= 8:
         return gl.NVMMASharedLayout.get_default_for(shape, dtype)

@@ -115,10 +115,109 @@ def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, B
     tlx.async_descriptor_store_wait(0)
 
 
+@tlx.jit
+def epilogue(acc, bias_ptr, off_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, BN: tl.constexpr):
+    """Bias and activation on the fp32 accumulator, in its own (wgmma) layout."""
+    if HAS_BIAS:
+        offs_n = off_n + tl.arange(0, BN)
+        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc = acc + bias.to(tl.float32)[None, :]
+    if ACTIVATION == "relu":
+        acc = tl.maximum(acc, 0.0)
+    elif ACTIVATION == "gelu":
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+    elif ACTIVATION == "silu":
+        acc = acc / (1.0 + tl.exp(-acc))
+    return acc
+
+
+@tlx.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                             BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
+                             NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
+    program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
+    A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
+    A_T / B_T: the operand is stored transposed (column-major), read through a transposed view."""
+    dtype = tlx.dtype_of(a_desc)
+    c_dtype = tlx.dtype_of(c_desc)
+    HALF: tl.constexpr = BM // 2
+    if A_T:
+        a_bufs = tlx.local_alloc((BK, HALF), dtype, 2 * STAGES)
+    else:
+        a_bufs = tlx.local_alloc((HALF, BK), dtype, 2 * STAGES)
+    if B_T:
+        b_bufs = tlx.local_alloc((BN, BK), dtype, STAGES)
+    else:
+        b_bufs = tlx.local_alloc((BK, BN), dtype, STAGES)
+    c_bufs = tlx.local_alloc((HALF, BN), c_dtype, 2)
+    full_a = tlx.alloc_barriers(2 * STAGES)
+    full_b = tlx.alloc_barriers(STAGES)
+    empty_a = tlx.alloc_barriers(2 * STAGES)
+    empty_b = tlx.alloc_barriers(STAGES, arrive_count=2)
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    first = tl.program_id(0)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):                                  # producer
+            cnt = 0
+            for tile in range(first, num_tiles, NUM_SMS):
+                off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
+                for k in range(k_tiles):
+                    s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
+                    for h in tl.static_range(2):
+                        tlx.barrier_wait(empty_a[s + STAGES * h], p ^ 1)
+                        tlx.barrier_expect_bytes(full_a[s + STAGES * h], HALF * BK * tlx.size_of(dtype))
+                        if A_T:
+                            tlx.async_descriptor_load(a_desc, a_bufs[s + STAGES * h], [k * BK, off_m + h * HALF],
+                                                      full_a[s + STAGES * h])
+                        else:
+                            tlx.async_descriptor_load(a_desc, a_bufs[s + STAGES * h], [off_m + h * HALF, k * BK],
+                                                      full_a[s + STAGES * h])
+                    tlx.barrier_wait(empty_b[s], p ^ 1)
+                    tlx.barrier_expect_bytes(full_b[s], BK * BN * tlx.size_of(dtype))
+                    if B_T:
+                        tlx.async_descriptor_load(b_desc, b_bufs[s], [off_n, k * BK], full_b[s])
+                    else:
+                        tlx.async_descriptor_load(b_desc, b_bufs[s], [k * BK, off_n], full_b[s])
+                    cnt += 1
+        with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
+            cid = tlx.async_task_replica_id()
+            cnt = 0
+            for tile in range(first, num_tiles, NUM_SMS):
+                off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
+                acc = tl.zeros((HALF, BN), dtype=tl.float32)
+                for k in range(k_tiles):
+                    s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
+                    tlx.barrier_wait(full_a[s + STAGES * cid], p)
+                    tlx.barrier_wait(full_b[s], p)
+                    a_op = tlx.local_trans(a_bufs[s + STAGES * cid]) if A_T else a_bufs[s + STAGES * cid]
+                    b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
+                    acc = tlx.async_dot(a_op, b_op, acc)
+                    acc = tlx.async_dot_wait(1, acc)
+                    if k > 0:                                            # wgmma cnt-1 retired
+                        prev = (cnt - 1) % STAGES
+                        tlx.barrier_arrive(empty_a[prev + STAGES * cid])
+                        tlx.barrier_arrive(empty_b[prev])
+                    cnt += 1
+                acc = tlx.async_dot_wait(0, acc)
+                last = (cnt - 1) % STAGES
+                tlx.barrier_arrive(empty_a[last + STAGES * cid])
+                tlx.barrier_arrive(empty_b[last])
+                acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
+                tlx.async_descriptor_store_wait(0)                       # tile t-1's store has read c_bufs
+                tlx.local_store(c_bufs[cid], acc.to(c_dtype))
+                tlx.fence_async_shared()
+                tlx.async_descriptor_store(c_desc, c_bufs[cid], [off_m + cid * HALF, off_n])
+            tlx.async_descriptor_store_wait(0)
+
+
 @dataclass(frozen=True)
 class Config:
-    """One GEMM configuration. `kernel` is "ws" or "pipelined"."""
-    kernel: str = "ws"
+    """One GEMM configuration. `kernel`: "persistent" (warp-specialized, persistent), "ws"
+    (warp-specialized, one tile per program) or "pipelined" (no warp specialization)."""
+    kernel: str = "persistent"
     BM: int = 128
     BN: int = 256
     BK: int = 64
@@ -129,25 +228,38 @@ class Config:
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ConfigRejected(f"gemm.Config: 'kernel' must be one of {sorted(KERNELS)}, got {self.kernel!r}")
-        if self.kernel == "ws" and self.BM % 128:
-            raise ConfigRejected(f"gemm.Config: 'BM' must be a multiple of 128 for 'ws' (two 64-row consumers), "
+        if self.kernel != "pipelined" and self.BM != 128:
+            raise ConfigRejected(f"gemm.Config: 'BM' must be 128 for {self.kernel!r} (two 64-row consumer groups), "
                                  f"got {self.BM}")
 
     def key(self) -> tuple:
         return (self.kernel, self.BM, self.BN, self.BK, self.STAGES, self.GROUP_M, self.num_warps)
 
+    def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
+        ring = self.STAGES * (self.BM * self.BK + self.BK * self.BN) * in_bytes
+        return ring + self.BM * self.BN * out_bytes
 
-KERNELS = {"ws": matmul_ws_kernel, "pipelined": matmul_pipelined_kernel}
+
+KERNELS = {"persistent": matmul_persistent_kernel, "ws": matmul_ws_kernel, "pipelined": matmul_pipelined_kernel}
 SUPPORTED = ("float16", "bfloat16")
+ACTIVATIONS = (None, "relu", "gelu", "silu")
+SHARED_LIMIT = 232448 - 1024   # the opt-in maximum per block, less room for barriers
 
 
 def configs() -> list[Config]:
     """Candidate configurations for the tuner."""
-    return [Config("ws", 128, 256, 64, 3), Config("ws", 128, 128, 64, 4), Config("pipelined", 128, 256, 64, 3, 8, 8),
+    return [Config("persistent", 128, 256, 64, 3), Config("persistent", 128, 128, 64, 4),
+            Config("ws", 128, 256, 64, 3), Config("pipelined", 128, 256, 64, 3, 8, 8),
             Config("pipelined", 128, 128, 64, 4, 8, 4)]
 
 
-def check_operands(a, b, out_dtype=None) -> None:
+def _tma_ok(t) -> bool:
+    """Row-major (or column-major) with 16-byte aligned base and pitch: what a TMA descriptor needs."""
+    pitch = t.stride(0) if t.stride(1) == 1 else t.stride(1) if t.stride(0) == 1 else None
+    return pitch is not None and (pitch * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0
+
+
+def check_operands(a, b, bias=None, activation=None, out_dtype=None) -> None:
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"tlx.matmul: 'a' and 'b' must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     if a.shape[1] != b.shape[0]:
@@ -157,30 +269,70 @@ def check_operands(a, b, out_dtype=None) -> None:
     if a.device != b.device:
         raise ValueError(f"tlx.matmul: 'a' and 'b' must be on one device, got {a.device} and {b.device}")
     for name, t in (("a", a), ("b", b)):
-        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
-            raise ValueError(f"tlx.matmul: '{name}' must be row-major with a 16-byte aligned row pitch for TMA, "
-                             f"got strides {t.stride()} ({t.dtype}); call .contiguous() on a padded copy")
+        if not _tma_ok(t):
+            raise ValueError(f"tlx.matmul: '{name}' must be row- or column-major with a 16-byte aligned base and "
+                             f"pitch (TMA), got strides {t.stride()} of {t.dtype}; pass a padded .contiguous() copy")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != b.shape[1] or bias.device != a.device):
+        raise ValueError(f"tlx.matmul: 'bias' must be 1-D of size N={b.shape[1]} on {a.device}, got "
+                         f"{tuple(bias.shape)} on {bias.device}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"tlx.matmul: 'activation' must be one of {ACTIVATIONS}, got {activation!r}")
+    if out_dtype is not None and str(out_dtype).replace("torch.", "") not in (*SUPPORTED, "float32"):
+        raise ValueError(f"tlx.matmul: 'out_dtype' must be float16, bfloat16 or float32, got {out_dtype}")
+    if out_dtype is not None and str(out_dtype).replace("torch.", "") != "float32" and out_dtype != a.dtype:
+        raise ValueError(f"tlx.matmul: 'out_dtype' must be the input dtype {a.dtype} or float32, got {out_dtype}")
 
 
-def launch_args(a, b, c, cfg: Config):
+def num_sms(device) -> int:
+    import torch
+    if getattr(device, "type", "cpu") == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 132   # H200: what compile reports and the simulator assume
+
+
+def launch_args(a, b, c, cfg: Config, bias=None, activation=None):
     """Descriptors, grid and constexprs of one launch (the simulator and the GPU share them)."""
     M, K = a.shape
     N = b.shape[1]
-    rows = cfg.BM // 2 if cfg.kernel == "ws" else cfg.BM
-    a_desc = tlx.TensorDescriptor.from_tensor(a, [rows, cfg.BK])
-    b_desc = tlx.TensorDescriptor.from_tensor(b, [cfg.BK, cfg.BN])
+    rows = cfg.BM // 2 if cfg.kernel != "pipelined" else cfg.BM
+    a_t, b_t = a.stride(0) == 1 and a.stride(1) != 1, b.stride(0) == 1 and b.stride(1) != 1
+    if (a_t or b_t) and cfg.kernel != "persistent":
+        raise ConfigRejected(f"gemm: transposed operands need the 'persistent' kernel, got {cfg.kernel!r}")
+    a_desc = tlx.TensorDescriptor.from_tensor(a.T, [cfg.BK, rows]) if a_t else \
+        tlx.TensorDescriptor.from_tensor(a, [rows, cfg.BK])
+    b_desc = tlx.TensorDescriptor.from_tensor(b.T, [cfg.BN, cfg.BK]) if b_t else \
+        tlx.TensorDescriptor.from_tensor(b, [cfg.BK, cfg.BN])
     c_desc = tlx.TensorDescriptor.from_tensor(c, [rows, cfg.BN])
-    grid = (triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN),)
+    tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     meta = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
-    return (a_desc, b_desc, c_desc, M, N, K), grid, meta
+    if cfg.kernel == "persistent":
+        sms = num_sms(a.device)
+        meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation)
+        return (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K), (min(tiles, sms),), meta
+    if bias is not None or activation is not None:
+        raise ConfigRejected(f"gemm: bias/activation epilogues need the 'persistent' kernel, got {cfg.kernel!r}")
+    return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
 
 
-def matmul(a, b, config: Config | None = None, out=None, backend: str | None = None):
-    """C = A @ B with a tlx kernel. `backend="sim"` runs it on the CPU simulator."""
+def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False) -> Config:
+    """The configuration for a shape (justified by bench/gemm.py; see BENCHMARKS.md). A bias or
+    activation epilogue on a 64x256 fp32 accumulator spills: those take 128-wide tiles."""
+    cfg = Config("persistent", 128, 256, 64, 3)
+    if epilogue or cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
+        cfg = Config("persistent", 128, 128, 64, 4)
+    return cfg
+
+
+def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=None, out_dtype=None,
+           backend: str | None = None):
+    """C = act(A @ B + bias) with a tlx kernel. `backend="sim"` runs it on the CPU simulator."""
     import torch
-    check_operands(a, b)
-    cfg = config or Config()
-    c = out if out is not None else torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    args, grid, meta = launch_args(a, b, c, cfg)
+    check_operands(a, b, bias, activation, out_dtype)
+    out_dtype = out_dtype or a.dtype
+    M, N, K = a.shape[0], b.shape[1], a.shape[1]
+    c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
+    cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
+                                   bias is not None or activation is not None)
+    args, grid, meta = launch_args(a, b, c, cfg, bias, activation)
     KERNELS[cfg.kernel][grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
     return c

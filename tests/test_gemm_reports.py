@@ -1,0 +1,48 @@
+"""Compile reports of the library GEMMs: every variant has wgmma, TMA, setmaxnreg and no spills."""
+import pytest
+import torch
+
+import tlx
+from tlx.kernels import gemm
+
+VARIANTS = [  # (a transposed, b transposed, bias, activation, out dtype)
+    (False, False, False, None, torch.float16),
+    (True, False, False, None, torch.bfloat16),
+    (False, True, True, "relu", torch.float16),
+    (True, True, True, "gelu", torch.float16),
+    (False, False, True, "silu", torch.float32),
+]
+
+
+def _operands(at, bt, dtype, M=512, N=384, K=256):
+    a = torch.randn(K, M, dtype=dtype).T if at else torch.randn(M, K, dtype=dtype)
+    b = torch.randn(N, K, dtype=dtype).T if bt else torch.randn(K, N, dtype=dtype)
+    return a, b
+
+
+@pytest.mark.parametrize("at,bt,bias,act,out_dtype", VARIANTS)
+def test_persistent_gemm_variants_compile_clean(at, bt, bias, act, out_dtype):
+    in_dtype = torch.bfloat16 if out_dtype == torch.bfloat16 else torch.float16
+    a, b = _operands(at, bt, in_dtype)
+    c = torch.empty(a.shape[0], b.shape[1], dtype=out_dtype)
+    bb = torch.randn(b.shape[1], dtype=in_dtype) if bias else None
+    cfg = gemm.default_config(*a.shape, b.shape[1], 2, c.element_size(), bias or act is not None)
+    args, _, meta = gemm.launch_args(a, b, c, cfg, bb, act)
+    s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
+    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["setmaxnreg"] > 0
+    assert s["spills"] == 0, s
+
+
+def test_operand_errors():
+    a = torch.randn(64, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"tlx.matmul: 'activation' must be one of"):
+        gemm.check_operands(a, a, activation="tanh")
+    with pytest.raises(ValueError, match=r"tlx.matmul: 'bias' must be 1-D of size N=64"):
+        gemm.check_operands(a, a, bias=torch.randn(32, dtype=torch.float16))
+    odd = torch.randn(64, 65, dtype=torch.float16)[:, :64]    # pitch 130 bytes: TMA cannot address it
+    with pytest.raises(ValueError, match=r"'a' must be row- or column-major with a 16-byte aligned"):
+        gemm.check_operands(odd, a)
+    with pytest.raises(ValueError, match=r"'a' and 'b' must be 2-D"):
+        gemm.check_operands(a[0], a)
+    with pytest.raises(tlx.ConfigRejected, match=r"'BM' must be 128 for 'persistent'"):
+        gemm.Config("persistent", BM=64)
