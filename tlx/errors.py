@@ -45,12 +45,14 @@ def expected(op: str, arg: str, what: str, got: object, hint: str = "") -> str:
 def user_error_from(exc: BaseException) -> BaseException:
     """Triton wraps errors raised inside a kernel in its CompilationError (which shows the kernel source
     and a caret). Give the user the tlx error class with that located message, chained to the original."""
-    cause = exc.__cause__
+    innermost, cause = exc, exc.__cause__
     while cause is not None and not isinstance(cause, TlxError):
-        cause = cause.__cause__
+        innermost, cause = cause, cause.__cause__
     if cause is None:
         return exc
+    if isinstance(cause.__cause__, type(exc)):   # an already located tlx error from a nested call
+        return cause
     located = cause.__class__.__new__(cause.__class__)
     located.__dict__.update(cause.__dict__)
-    located.args = (f"{exc}",)
+    located.args = (f"{innermost}",)
     return located

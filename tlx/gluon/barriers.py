@@ -4,6 +4,7 @@ from __future__ import annotations
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
+from ..errors import TlxCompileError, expected
 from . import layouts
 from .rules import gluon_rule
 from .values import TlxMem
@@ -41,13 +42,23 @@ def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None):
     ctx.call(mbarrier.arrive, bar, count=arrive_count)
 
 
+def _check_free_id(op: str, id: int) -> None:
+    from . import tasks
+    low = tasks.RESERVED_NAMED_BARRIERS
+    if id < low:
+        raise TlxCompileError(expected(op, "id", f"in [{low}, 15]", id,
+                                       f"ids 0..{low - 1} are used by the lowering of this warp-specialized region"))
+
+
 @gluon_rule("named_barrier_wait")
 def _named_barrier_wait(ctx, id, num_threads):
+    _check_free_id("named_barrier_wait", id)
     inline_ptx(ctx, f"bar.sync {id}, {num_threads}; mov.u32 $0, 0;")
 
 
 @gluon_rule("named_barrier_arrive")
 def _named_barrier_arrive(ctx, id, num_threads):
+    _check_free_id("named_barrier_arrive", id)
     inline_ptx(ctx, f"bar.arrive {id}, {num_threads}; mov.u32 $0, 0;")
 
 

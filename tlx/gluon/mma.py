@@ -24,7 +24,7 @@ def _async_dot(ctx, a, b, acc=None, use_acc=None, mBarriers=(), out_dtype=None):
     acc, has_acc = accumulator(ctx, acc, (m, n), out_dtype)
     if isinstance(a, gl.tensor):
         parent = acc.type.tensor_type.layout if hasattr(acc.type, "tensor_type") else acc.type.layout
-        a = ctx.semantic.to_layout(a, gl.DotOperandLayout(0, parent, layouts.k_width(a.dtype)))
+        a = ctx.convert(a, gl.DotOperandLayout(0, parent, layouts.k_width(a.dtype)))
     if use_acc is None:
         use_acc = has_acc
     return ctx.call(warpgroup_mma, a, b, acc, use_acc=use_acc, is_async=True)

@@ -12,6 +12,7 @@ from triton.experimental.gluon import language as gl
 from ..errors import TlxCompileError
 from ..language import OPS
 from ._triton_compat import builtin, gl_core
+from . import layouts
 from .values import VIEW
 
 RULES: dict[str, callable] = {}
@@ -37,6 +38,13 @@ class Ctx:
     @property
     def num_warps(self) -> int:
         return gl_core._unwrap_if_constexpr(gl.num_warps(_semantic=self.semantic, _generator=self.generator))
+
+    def convert(self, value, layout):
+        """`value` in `layout`. An Auto value is first anchored with the default blocked layout (a
+        function of its shape only), so anchoring never conflicts with other anchors of its component."""
+        if isinstance(value.type.layout, gl.AutoLayout):
+            value = self.semantic.set_auto_layout(value, layouts.blocked_for(value.shape, self.num_warps))
+        return self.semantic.to_layout(value, layout)
 
     def call(self, fn, *args, **kwargs):
         """Call a Gluon builtin from inside a rule."""

@@ -7,7 +7,9 @@ from ..errors import TlxCompileError
 from ..language.tasks import budget_check
 from .rules import gluon_rule
 
-DEFAULT_WORKER_REGS = None
+# Gluon's lowering of a region uses hardware barriers 0 (CTA), 1 (region) and 2.. (one per worker):
+# user named barriers must stay above them.
+RESERVED_NAMED_BARRIERS = 1
 
 
 @gluon_rule("warp_specialize", raw=("partitions",))
@@ -28,8 +30,13 @@ def _warp_specialize(ctx, partitions, worker_num_warps, worker_num_regs, default
         regs = [_even_share(ctx.num_warps, worker_num_warps)] * len(regs)
     else:
         budget_check(ctx.num_warps, default_num_regs, worker_num_warps, regs)
-    return ctx.call(gl.warp_specialize, [(fn, tuple(args)) for fn, args in partitions], list(worker_num_warps), regs,
-                    _generator=ctx.generator)
+    global RESERVED_NAMED_BARRIERS
+    outer, RESERVED_NAMED_BARRIERS = RESERVED_NAMED_BARRIERS, 2 + len(worker_num_warps)
+    try:   # the tasks are code-generated inside this call: named-barrier rules see the reservation
+        return ctx.call(gl.warp_specialize, [(fn, tuple(args)) for fn, args in partitions], list(worker_num_warps),
+                        regs, _generator=ctx.generator)
+    finally:
+        RESERVED_NAMED_BARRIERS = outer
 
 
 def _even_share(default_warps: int, worker_warps) -> int:

@@ -107,9 +107,11 @@ def _atomic(name):
 def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
         out_dtype=tl.float32, _semantic=None, _generator=None):
     """Synchronous register MMA (mma.sync). For wgmma from shared memory use tlx.async_dot."""
-    layout = layouts.mma_v2_layout(_num_warps(_semantic, _generator))
-    a = _semantic.to_layout(input, gl.DotOperandLayout(0, layout, layouts.k_width(input.dtype)))
-    b = _semantic.to_layout(other, gl.DotOperandLayout(1, layout, layouts.k_width(other.dtype)))
+    from .rules import Ctx
+    ctx = Ctx(_semantic, _generator)
+    layout = layouts.mma_v2_layout(ctx.num_warps)
+    a = ctx.convert(input, gl.DotOperandLayout(0, layout, layouts.k_width(input.dtype)))
+    b = ctx.convert(other, gl.DotOperandLayout(1, layout, layouts.k_width(other.dtype)))
     shape = [input.shape[0], other.shape[1]]
     acc = gl.full(shape, 0.0, _unwrap(out_dtype), layout, _semantic=_semantic) if acc is None \
         else _semantic.to_layout(acc, layout)

@@ -1,0 +1,4 @@
+"""torch custom ops over the tlx kernels: `torch.ops.tlx.<name>` (with fake-tensor implementations)."""
+from .matmul import matmul
+
+__all__ = ["matmul"]
