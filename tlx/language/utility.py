@@ -29,7 +29,8 @@ def size_of(v, dtype):
 
 @tlx_op
 def dump_layout(v, x):
-    """Print the layout the compiler chose for `x` (at compile time); returns nothing."""
+    """Print the layout the compiler chose for `x` while the kernel compiles (a cache hit prints nothing;
+    TRITON_ALWAYS_COMPILE=1 forces a compile); returns nothing."""
 
 
 @tlx_op
