@@ -46,7 +46,9 @@ def check(argv) -> int:
     ap.add_argument("--schedules", type=int, default=8)
     args = ap.parse_args(argv)
     from tlx import sim
-    return sim.check_file(args.path, schedules=args.schedules)
+    report = sim.check_file(args.path, schedules=args.schedules)
+    print(report.render())
+    return 0 if report.ok else 1
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,200 @@
+"""Seeded protocol bugs: each must raise its ProtocolError subclass at the marked line, and its
+correct twin (BUG=0) must pass. Markers `# BUG:<tag>` name the line the report must point at."""
+import pytest
+import torch
+import triton.language as tl
+
+import tlx
+import tlx.sim
+from helpers import gemm_operands, marker_line
+from tlx import TensorDescriptor
+
+HERE = __file__
+R, C = 64, 64
+
+
+@tlx.jit
+def ring_copy(x_desc, out_ptr, n_tiles, BUG: tl.constexpr, S: tl.constexpr = 2):
+    """A TMA producer fills a ring of S tiles; a consumer task copies each tile to `out`."""
+    bufs = tlx.local_alloc((64, 64), tl.float16, S)
+    full = tlx.alloc_barriers(S)
+    empty = tlx.alloc_barriers(S)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for t in range(n_tiles):
+                s, p = tlx.warp_spec.get_bufidx_phase(t, S)
+                if BUG == 1:
+                    tlx.barrier_wait(empty[s], p)  # BUG:deadlock
+                elif BUG != 3:   # BUG 3 refills the slot without waiting for its release
+                    tlx.barrier_wait(empty[s], p ^ 1)
+                nbytes = 64 * 64 * 2 if BUG != 4 else 64 * 64
+                tlx.barrier_expect_bytes(full[s], nbytes)  # BUG:expect
+                tlx.async_descriptor_load(x_desc, bufs[s], [t * 64, 0], full[s])  # BUG:overwrite
+        with tlx.async_task(num_warps=4):
+            offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+            for t in range(n_tiles):
+                s, p = tlx.warp_spec.get_bufidx_phase(t, S)
+                tlx.barrier_wait(full[s], p)
+                idx = s + S if BUG == 7 else s
+                tile = tlx.local_load(bufs[idx])  # BUG:index
+                tl.store(out_ptr + t * 64 * 64 + offs, tile)
+                tlx.barrier_arrive(empty[s], 2 if BUG == 5 else 1)  # BUG:arrival
+
+
+@tlx.jit
+def tma_then_read(x_desc, out_ptr, BUG: tl.constexpr):
+    """One task: a TMA load, then a read of the slot (BUG: without waiting on the load's barrier)."""
+    buf = tlx.local_alloc((64, 64), tl.float16, 1)
+    bar = tlx.alloc_barriers(1)
+    tlx.barrier_expect_bytes(bar[0], 64 * 64 * 2)
+    tlx.async_descriptor_load(x_desc, buf[0], [0, 0], bar[0])
+    if BUG == 0:
+        tlx.barrier_wait(bar[0], 0)
+    tile = tlx.local_load(buf[0])  # BUG:read
+    offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    tl.store(out_ptr + offs, tile)
+
+
+@tlx.jit
+def dot_result_use(a_desc, b_desc, out_ptr, BUG: tl.constexpr):
+    """One wgmma tile; BUG: its result is converted before async_dot_wait."""
+    A = tlx.local_alloc((64, 32), tl.float16, 1)
+    B = tlx.local_alloc((32, 64), tl.float16, 1)
+    bar = tlx.alloc_barriers(1)
+    tlx.barrier_expect_bytes(bar[0], (64 * 32 + 32 * 64) * 2)
+    tlx.async_descriptor_load(a_desc, A[0], [0, 0], bar[0])
+    tlx.async_descriptor_load(b_desc, B[0], [0, 0], bar[0])
+    tlx.barrier_wait(bar[0], 0)
+    acc = tlx.async_dot(A[0], B[0], tl.zeros((64, 64), dtype=tl.float32))
+    if BUG == 0:
+        acc = tlx.async_dot_wait(0, acc)
+    c = acc.to(tl.float16)  # BUG:dot-use
+    offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    tl.store(out_ptr + offs, c)
+
+
+@tlx.jit
+def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr):
+    """A producer refills one A/B slot per k step; the consumer (BUG) releases it before its dot is done."""
+    A = tlx.local_alloc((64, 32), tl.float16, 1)
+    B = tlx.local_alloc((32, 64), tl.float16, 1)
+    full = tlx.alloc_barriers(1)
+    empty = tlx.alloc_barriers(1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for k in range(K // 32):
+                tlx.barrier_wait(empty[0], (k & 1) ^ 1)
+                tlx.barrier_expect_bytes(full[0], (64 * 32 + 32 * 64) * 2)
+                tlx.async_descriptor_load(a_desc, A[0], [0, k * 32], full[0])
+                tlx.async_descriptor_load(b_desc, B[0], [k * 32, 0], full[0])
+        with tlx.async_task(num_warps=4):
+            acc = tl.zeros((64, 64), dtype=tl.float32)
+            for k in range(K // 32):
+                tlx.barrier_wait(full[0], k & 1)
+                acc = tlx.async_dot(A[0], B[0], acc)
+                if BUG == 1:
+                    tlx.barrier_arrive(empty[0])  # BUG:dot-release
+                    acc = tlx.async_dot_wait(0, acc)
+                else:
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(empty[0])
+            offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+            tl.store(out_ptr + offs, acc)
+
+
+def _ring_args(n_tiles=4):
+    x = torch.randn(n_tiles * R, C).to(torch.float16)
+    out = torch.full((n_tiles * R, C), float("nan"), dtype=torch.float16)
+    return x, out, (TensorDescriptor.from_tensor(x, [R, C]), out, n_tiles)
+
+
+def run_ring(bug, **options):
+    x, out, args = _ring_args()
+    report = ring_copy[(1,)](*args, BUG=bug, backend="sim", sim_options=tlx.sim.SimOptions(**options))
+    return x, out, report
+
+
+def run_tma_then_read(bug):
+    x = torch.randn(R, C).to(torch.float16)
+    out = torch.full((R, C), float("nan"), dtype=torch.float16)
+    tma_then_read[(1,)](TensorDescriptor.from_tensor(x, [R, C]), out, BUG=bug, backend="sim")
+    return x, out
+
+
+def run_dot(kernel, bug, K=32):
+    a, b, _, (ad, bd, _) = gemm_operands(64, 64, K, [64, 32], [32, 64], [64, 64])
+    out = torch.full((64, 64), float("nan"), dtype=torch.float32)
+    extra = (K,) if kernel is dot_release else ()
+    kernel[(1,)](ad, bd, out, *extra, BUG=bug, backend="sim")
+    return (a.double() @ b.double()), out
+
+
+RING_CASES = [   # (BUG, expected error, marker)
+    (1, tlx.sim.DeadlockError, "deadlock"),
+    (3, tlx.sim.OverwriteBeforeReleaseError, "overwrite"),
+    (4, tlx.sim.ExpectBytesError, "expect"),
+    (5, tlx.sim.ExtraArrivalError, "arrival"),
+    (7, tlx.sim.IndexOutOfRangeError, "index"),
+]
+
+
+def assert_report(err: tlx.sim.ProtocolError, cls, marker: str, kernel: str):
+    assert type(err) is cls, f"expected {cls.__name__}, got {type(err).__name__}: {err}"
+    assert err.file == HERE and err.line == marker_line(HERE, marker), str(err)
+    assert err.kernel == kernel and err.program_id == (0, 0, 0)
+    assert f"{HERE}:{err.line}" in str(err)
+
+
+@pytest.mark.parametrize("bug,cls,marker", RING_CASES, ids=[c[2] for c in RING_CASES])
+def test_ring_bug_is_reported_at_its_line(bug, cls, marker):
+    with pytest.raises(cls) as info:
+        run_ring(bug)
+    assert_report(info.value, cls, marker, "ring_copy")
+
+
+def test_ring_twin_is_clean_under_many_schedules():
+    x, out, report = run_ring(0, schedules=8)
+    assert report.ok and torch.equal(out, x)
+
+
+def test_deadlock_report_lists_each_wait():
+    with pytest.raises(tlx.sim.DeadlockError) as info:
+        run_ring(1)
+    err = info.value
+    assert err.task == 0 and len(err.waits) == 2
+    assert "barrier_wait(empty[0], parity 0)" in err.waits[0] and "arrivals 0/1" in err.waits[0]
+    assert "barrier_wait(full[0], parity 0)" in err.waits[1] and "tx bytes 0/0" in err.waits[1]
+
+
+def test_read_before_wait():
+    with pytest.raises(tlx.sim.ReadBeforeWaitError) as info:
+        run_tma_then_read(1)
+    assert_report(info.value, tlx.sim.ReadBeforeWaitError, "read", "tma_then_read")
+    assert info.value.target == "buf" and info.value.slot == 0
+    x, out = run_tma_then_read(0)
+    assert torch.equal(out, x)
+
+
+def test_async_dot_result_used_before_wait():
+    with pytest.raises(tlx.sim.AsyncDotError) as info:
+        run_dot(dot_result_use, 1)
+    assert_report(info.value, tlx.sim.AsyncDotError, "dot-use", "dot_result_use")
+    ref, out = run_dot(dot_result_use, 0)
+    assert ((out.double() - ref).abs().max() / ref.abs().max()) <= 1e-2
+
+
+def test_async_dot_operand_released_before_wait():
+    with pytest.raises(tlx.sim.AsyncDotError) as info:
+        run_dot(dot_release, 1, K=96)
+    assert_report(info.value, tlx.sim.AsyncDotError, "dot-release", "dot_release")
+    assert info.value.task == 1 and info.value.target == "A"
+    ref, out = run_dot(dot_release, 0, K=96)
+    assert ((out.double() - ref).abs().max() / ref.abs().max()) <= 1e-2
+
+
+def test_same_seed_same_report_and_collect_all():
+    first = [str(pytest.raises(tlx.sim.ProtocolError, run_ring, 3).value) for _ in range(2)]
+    assert first[0] == first[1]
+    _, _, report = run_ring(3, collect_all=True)
+    assert not report.ok and all(isinstance(e, tlx.sim.OverwriteBeforeReleaseError) for e in report.errors[:1])
+    assert "OverwriteBeforeReleaseError" in report.render()

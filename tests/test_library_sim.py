@@ -1,0 +1,64 @@
+"""Every library kernel on the CPU simulator at small shapes against a float64 torch reference."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tlx.kernels import attention, gemm
+from tlx.kernels.vector_add import two_task_add
+
+
+def rel_err(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def test_readme_two_task_add():
+    x, y = torch.randn(5000), torch.randn(5000)
+    out = torch.full((5000,), float("nan"))
+    two_task_add[(5,)](x, y, out, 5000, BLOCK=1024, backend="sim")
+    assert torch.equal(out, x + y)
+
+
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 128, 64, 2), gemm.Config("ws", 128, 128, 64, 2),
+                                 gemm.Config("pipelined", 128, 128, 64, 3, 8, 4),
+                                 gemm.Config("pipelined", 64, 128, 64, 3, 8, 4)],
+                         ids=lambda c: f"{c.kernel}-{c.BM}x{c.BN}")
+def test_gemm_kernels(cfg):
+    a = torch.randn(200, 136, dtype=torch.float16)     # partial tiles in M, N and K
+    b = torch.randn(136, 264, dtype=torch.float16)
+    c = torch.full((200, 264), float("nan"), dtype=torch.float16)
+    gemm.matmul(a, b, cfg, out=c, backend="sim")
+    assert rel_err(c, a.double() @ b.double()) <= 1e-2
+
+
+@pytest.mark.parametrize("at,bt,act,out_dtype", [(True, False, "relu", None), (False, True, "silu", torch.float32),
+                                                 (True, True, "gelu", None)])
+def test_persistent_gemm_transposes_and_epilogues(at, bt, act, out_dtype):
+    M, N, K = 256, 192, 128
+    a = torch.randn(K, M, dtype=torch.bfloat16).T if at else torch.randn(M, K, dtype=torch.bfloat16)
+    b = torch.randn(N, K, dtype=torch.bfloat16).T if bt else torch.randn(K, N, dtype=torch.bfloat16)
+    bias = torch.randn(N, dtype=torch.bfloat16)
+    c = gemm.matmul(a, b, gemm.Config("persistent", 128, 128, 64, 2), bias=bias, activation=act,
+                    out_dtype=out_dtype, backend="sim")
+    ref = a.double() @ b.double() + bias.double()
+    ref = {"relu": torch.relu, "silu": F.silu, "gelu": F.gelu}[act](ref)
+    assert c.dtype == (out_dtype or torch.bfloat16)
+    assert rel_err(c, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("D,causal,layout,hkv", [(64, False, "bhsd", 2), (64, True, "bhsd", 1),
+                                                 (128, True, "bshd", 2), (256, False, "bhsd", 2)])
+def test_attention(D, causal, layout, hkv):
+    B, H, S = 1, 2, 256
+    q = torch.randn(B, H, S, D, dtype=torch.float16)
+    k = torch.randn(B, hkv, S, D, dtype=torch.float16)
+    v = torch.randn(B, hkv, S, D, dtype=torch.float16)
+    to_layout = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
+    o, lse = attention.attention(to_layout(q), to_layout(k), to_layout(v), causal=causal, layout=layout,
+                                 backend="sim", return_lse=True)
+    kr, vr = k.repeat_interleave(H // hkv, 1), v.repeat_interleave(H // hkv, 1)
+    ref = F.scaled_dot_product_attention(q.double(), kr.double(), vr.double(), is_causal=causal)
+    assert rel_err(to_layout(o) if layout == "bhsd" else o.transpose(1, 2), ref) <= 1e-2
+    scores = (q.double() @ kr.double().transpose(-1, -2)) / D ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-4

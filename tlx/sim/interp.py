@@ -1,0 +1,126 @@
+"""The one module of the simulator that touches Triton's private interpreter.
+
+`tl.*` code runs on `triton.runtime.interpreter`: its builder implements every `tl` op with
+numpy. We patch `triton.language` the way `GridExecutor` does, set program ids ourselves and
+convert launch arguments with its `_implicit_cvt`. A triton version bump touches this file only.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import triton.language as tl
+import triton.language.core as tl_core  # noqa: F401  (found by _patch_lang: tl's own @jit helpers call core.*)
+from triton.runtime import interpreter as _interp
+from triton.runtime.jit import JITFunction
+from triton.tools.tensor_descriptor import TensorDescriptor as TritonTensorDescriptor
+
+TensorHandle = _interp.TensorHandle
+TensorDescHandle = _interp.TensorDescHandle
+builder = _interp.interpreter_builder
+
+
+def np_dtype(dtype: tl.dtype) -> np.dtype:
+    """The numpy storage dtype of a triton dtype (bf16 as uint16, fp8 as uint8, as the interpreter does)."""
+    return _interp._get_np_dtype(dtype)
+
+
+@contextlib.contextmanager
+def patched_language():
+    """Route `tl.*` builtins to the numpy interpreter for the duration of a launch."""
+    def probe():  # _patch_lang finds the language modules through a function's globals (ours import tl)
+        pass
+    scope = _interp._patch_lang(probe)
+    # tl's own @jit helpers (tl.cdiv, reductions' combine fns) run as plain Python, as under TRITON_INTERPRET
+    scope.set_attr(JITFunction, "__call__", lambda self, *args, **kwargs: self.fn(*args, **kwargs))
+    # the interpreter keeps scalars as 1-element arrays; numpy >= 2.4 refuses int()/bool() of those
+    scope.set_attr(tl.tensor, "__index__", lambda self: to_int(self))
+    scope.set_attr(tl.tensor, "__bool__", lambda self: True if self.handle.data.size != 1  # as the interpreter
+                   else bool(np.asarray(self.handle.data).reshape(-1)[0]))
+    try:
+        yield
+    finally:
+        scope.restore()
+
+
+def set_grid(grid: tuple[int, int, int]) -> None:
+    builder.set_grid_dim(*grid)
+
+
+def set_program_id(pid: tuple[int, int, int]) -> None:
+    builder.set_grid_idx(*pid)
+
+
+def kernel_arg(value):
+    """A launch argument as the interpreter sees it: tensors become pointers, descriptors device descriptors."""
+    if isinstance(value, np.ndarray):
+        import torch
+        value = torch.from_numpy(value)
+    if not isinstance(value, TritonTensorDescriptor) and _is_descriptor_like(value):
+        value = TritonTensorDescriptor(value.base, list(value.shape), list(value.strides), list(value.block_shape),
+                                       getattr(value, "padding", "zero"))
+    return _interp._implicit_cvt(value)
+
+
+def _is_descriptor_like(value) -> bool:
+    return all(hasattr(value, a) for a in ("base", "shape", "strides", "block_shape")) and \
+        hasattr(value.base, "data_ptr")
+
+
+def make_tensor(data: np.ndarray, dtype: tl.dtype) -> tl.tensor:
+    """A register tensor over `data` (a block of `dtype`, or a scalar when `data` is 0-d)."""
+    data = np.asarray(data)
+    ty = tl.block_type(dtype, list(data.shape)) if data.ndim else dtype
+    return tl.tensor(TensorHandle(data, dtype), ty)
+
+
+def index_handles(offsets) -> list:
+    return [TensorHandle(np.array(to_int(o), dtype=np.int32), tl.int32) for o in offsets]
+
+
+def descriptor_load(desc: tl.tensor_descriptor, offsets) -> np.ndarray:
+    """The box at `offsets`, out-of-bounds elements zero-filled (the descriptor's padding)."""
+    return builder.create_descriptor_load(desc.handle, index_handles(offsets), None, None).data
+
+
+def descriptor_store(desc: tl.tensor_descriptor, data: np.ndarray, offsets) -> None:
+    """Store the box at `offsets`; out-of-bounds elements are dropped."""
+    dtype = desc.block_type.element_ty
+    builder.create_descriptor_store(desc.handle, TensorHandle(data, dtype), index_handles(offsets))
+
+
+def pointer_load(ptrs: tl.tensor, mask) -> np.ndarray:
+    """Gather through a pointer tensor; masked-off lanes read as zero."""
+    dtype = ptrs.dtype.element_ty
+    shape = ptrs.handle.data.shape
+    mask_data = np.ones(shape, dtype=bool) if mask is None else np.broadcast_to(_data(mask), shape)
+    other = TensorHandle(np.zeros(shape, dtype=np_dtype(dtype)), dtype)
+    return builder.create_masked_load(ptrs.handle, TensorHandle(mask_data, tl.int1), other, None, None, False).data
+
+
+def _data(x):
+    return x.handle.data if isinstance(x, tl.tensor) else np.asarray(x)
+
+
+def to_int(x) -> int:
+    """A Python int from an int, a constexpr or a scalar interpreter tensor."""
+    x = getattr(x, "value", x) if isinstance(x, tl.constexpr) else x
+    if isinstance(x, tl.tensor):
+        return int(np.asarray(x.handle.data).reshape(-1)[0])
+    return int(x)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, tl.tensor) and not isinstance(x, tl.core.tensor_descriptor_base)
+
+
+def is_descriptor(x) -> bool:
+    return isinstance(x, tl.core.tensor_descriptor_base)
+
+
+def as_float32(data: np.ndarray, dtype: tl.dtype) -> np.ndarray:
+    """Values of a stored array as float32 (bf16 is stored as uint16 bits, as the interpreter does)."""
+    data = np.asarray(data)
+    if dtype == tl.bfloat16:
+        return _interp._convert_float(data, tl.bfloat16, tl.float32, None).view(np.float32).reshape(data.shape)
+    return data.astype(np.float32)

@@ -1,0 +1,115 @@
+"""Simulator rules for shared-memory buffers, and the access checks every family shares.
+
+Each slot remembers its last write and the reads since. A read must be ordered after the last
+write (rule 2); a write must be ordered after the last write and every read since (rule 3), and
+must not hit a slot an outstanding wgmma or TMA store still reads (rules 6 and 3).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import interp
+from .errors import AsyncDotError, OverwriteBeforeReleaseError, ReadBeforeWaitError
+from .rules import OpContext, sim_rule
+from .sites import allocation_name
+from .state import Access, BarrierArray, BufferRing, BufferView, SharedAlloc
+
+
+
+def current_epoch(ctx: OpContext):
+    return ctx.task.clock.epoch(ctx.task.component)
+
+
+def record_read(ctx: OpContext, buf: BufferView, what: str) -> None:
+    """Rule 2: the last write to the slot must have landed and be visible to this task."""
+    slot = buf.state
+    w = slot.last_write
+    if not w.landed or not ctx.task.clock.covers(w.epoch):
+        state = "is still in flight" if not w.landed else "is not ordered before this read"
+        ctx.report(ReadBeforeWaitError(
+            f"{what} reads {buf.label} but its last write ({w.what}) {state}", ctx.site,
+            target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
+            details="wait on the barrier that the write completes (its 'full' barrier, this phase) before reading"))
+    slot.reads[ctx.task.component] = Access(current_epoch(ctx), ctx.site, what)
+
+
+def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
+    """Rules 3 and 6: nobody may still read (or still be filling) the slot this write replaces."""
+    slot, task = buf.state, ctx.task
+    for rec in slot.dot_readers:
+        ctx.report(AsyncDotError(f"{what} overwrites {buf.label} while an async_dot reading it is outstanding",
+                                 ctx.site, target=buf.alloc.name, slot=buf.slot, other=rec.site,
+                                 details="call async_dot_wait to cover that dot before refilling its operand"))
+    for rec in slot.store_readers:
+        ctx.report(OverwriteBeforeReleaseError(
+            f"{what} overwrites {buf.label} while a TMA store still reads it", ctx.site,
+            target=buf.alloc.name, slot=buf.slot, other=rec.site,
+            details="call async_descriptor_store_wait before reusing the store's source buffer"))
+    w = slot.last_write
+    if not w.landed or not task.clock.covers(w.epoch):
+        ctx.report(OverwriteBeforeReleaseError(
+            f"{what} overwrites {buf.label} before its previous fill ({w.what}) was observed", ctx.site,
+            target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
+            details="wait on the slot's 'empty' barrier (released by its readers) before refilling it"))
+    for r in slot.reads.values():
+        if not task.clock.covers(r.epoch):
+            ctx.report(OverwriteBeforeReleaseError(
+                f"{what} overwrites {buf.label} while a reader may still use it (no release since its read)",
+                ctx.site, target=buf.alloc.name, slot=buf.slot, other=r.site,
+                details="the reader must arrive on an 'empty' barrier that this writer waits on before the write"))
+            break
+    # The slot's guards are the waits the writer made since its previous write to any slot; a write
+    # with none (A then B after one `wait(empty[s])`) shares the previous write's guards.
+    fresh = task.wait_log[task.write_mark:]
+    if fresh:
+        task.write_guards = set(fresh)
+    task.write_mark = len(task.wait_log)
+    slot.guards.update(task.write_guards)
+
+
+def set_write(buf: BufferView, access: Access) -> None:
+    buf.state.last_write = access
+    buf.state.reads = {}
+
+
+@sim_rule("local_alloc")
+def _local_alloc(ctx: OpContext, shape, dtype, num, storage, reuse, layout):
+    site = ctx.site
+    name = allocation_name(site.file, site.line, "smem")
+    first = Access(current_epoch(ctx), site, "allocation (poison)")
+    alloc = SharedAlloc(name, tuple(shape), dtype, interp.np_dtype(dtype), num, ctx.program.options.poison, first)
+    return BufferRing(alloc)
+
+
+@sim_rule("local_view")
+def _local_view(ctx: OpContext, buf, index):
+    assert isinstance(buf, (BufferRing, BarrierArray))
+    return buf[index]
+
+
+@sim_rule("local_load")
+def _local_load(ctx: OpContext, buf, layout):
+    record_read(ctx, buf, "local_load")
+    return interp.make_tensor(buf.array().copy(), buf.dtype)
+
+
+@sim_rule("local_store")
+def _local_store(ctx: OpContext, buf, value):
+    check_write(ctx, buf, "local_store")
+    buf.array()[...] = np.asarray(value.handle.data).astype(buf.array().dtype)
+    set_write(buf, Access(current_epoch(ctx), ctx.site, "local_store"))
+
+
+@sim_rule("local_trans")
+def _local_trans(ctx: OpContext, buf, dims):
+    return buf.with_transform(("trans", tuple(dims)))
+
+
+@sim_rule("local_slice")
+def _local_slice(ctx: OpContext, buf, offset, shape):
+    return buf.with_transform(("slice", tuple(offset), tuple(shape)))
+
+
+@sim_rule("local_reshape")
+def _local_reshape(ctx: OpContext, buf, shape):
+    return buf.with_transform(("reshape", tuple(shape)))
