@@ -31,7 +31,13 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
-    impls = {"tlx": lambda q, k, v, c: attention.attention(q, k, v, causal=c),
+    def tlx_impl(pingpong):
+        def run(q, k, v, c):
+            cfg = attention.Config(BN=64 if q.shape[-1] > 128 else 128, PINGPONG=pingpong)
+            return attention.attention(q, k, v, causal=c, config=cfg)
+        return run
+
+    impls = {"tlx": tlx_impl(False), "tlx_pingpong": tlx_impl(True),
              "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
     rows = []
     for D in (64, 128, 256):
@@ -52,10 +58,15 @@ def main():
                         row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal, ms)
                     except Exception as e:   # recorded, never hidden
                         row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
-                if "tlx_tflops" in row and "cudnn_tflops" in row:
-                    row["ratio_cudnn"] = row["tlx_tflops"] / row["cudnn_tflops"]
+                best = max((row[f"{n}_tflops"], n) for n in ("tlx", "tlx_pingpong") if f"{n}_tflops" in row) \
+                    if any(f"{n}_tflops" in row for n in ("tlx", "tlx_pingpong")) else None
+                if best and "cudnn_tflops" in row:
+                    row["best"] = best[1]
+                    row["best_tflops"] = best[0]
+                    row["ratio_cudnn"] = best[0] / row["cudnn_tflops"]
                 rows.append(row)
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  tlx {row.get('tlx_tflops', 0):6.1f}  "
+                      f"pp {row.get('tlx_pingpong_tflops', 0):6.1f}  "
                       f"cudnn {row.get('cudnn_tflops', 0):6.1f}  flash {row.get('flash_tflops', 0):6.1f}  "
                       f"ratio {row.get('ratio_cudnn', float('nan')):.3f}  err {row.get('tlx_rel_err', -1):.1e}",
                       flush=True)

@@ -45,16 +45,18 @@ def test_persistent_gemm_transposes_and_epilogues(at, bt, act, out_dtype):
     assert rel_err(c, ref) <= 1e-2
 
 
-@pytest.mark.parametrize("D,causal,layout,hkv", [(64, False, "bhsd", 2), (64, True, "bhsd", 1),
-                                                 (128, True, "bshd", 2), (256, False, "bhsd", 2)])
-def test_attention(D, causal, layout, hkv):
+@pytest.mark.parametrize("D,causal,layout,hkv,pingpong", [(64, False, "bhsd", 2, False), (64, True, "bhsd", 1, True),
+                                                          (128, True, "bshd", 2, False), (128, False, "bhsd", 2, True),
+                                                          (256, False, "bhsd", 2, False)])
+def test_attention(D, causal, layout, hkv, pingpong):
     B, H, S = 1, 2, 256
     q = torch.randn(B, H, S, D, dtype=torch.float16)
     k = torch.randn(B, hkv, S, D, dtype=torch.float16)
     v = torch.randn(B, hkv, S, D, dtype=torch.float16)
     to_layout = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
+    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong)
     o, lse = attention.attention(to_layout(q), to_layout(k), to_layout(v), causal=causal, layout=layout,
-                                 backend="sim", return_lse=True)
+                                 backend="sim", return_lse=True, config=cfg)
     kr, vr = k.repeat_interleave(H // hkv, 1), v.repeat_interleave(H // hkv, 1)
     ref = F.scaled_dot_product_attention(q.double(), kr.double(), vr.double(), is_causal=causal)
     assert rel_err(to_layout(o) if layout == "bhsd" else o.transpose(1, 2), ref) <= 1e-2

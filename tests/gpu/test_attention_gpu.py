@@ -10,18 +10,20 @@ def rel_err(out, ref):
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
+@pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("D,S,causal,layout,hkv", [
     (64, 1024, False, "bhsd", 8), (64, 2048, True, "bhsd", 2), (128, 1024, True, "bshd", 8),
     (128, 4096, False, "bhsd", 1), (256, 1024, False, "bhsd", 4), (256, 2048, True, "bshd", 8)])
-def test_attention_matches_reference(dtype, D, S, causal, layout, hkv):
+def test_attention_matches_reference(dtype, D, S, causal, layout, hkv, pingpong):
     B, H = 2, 8
     q = torch.randn(B, H, S, D, device="cuda", dtype=dtype)
     k = torch.randn(B, hkv, S, D, device="cuda", dtype=dtype)
     v = torch.randn(B, hkv, S, D, device="cuda", dtype=dtype)
     to_layout = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
+    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong)
     o, lse = attention.attention(to_layout(q), to_layout(k), to_layout(v), causal=causal, layout=layout,
-                                 return_lse=True)
+                                 return_lse=True, config=cfg)
     torch.cuda.synchronize()
     o = o.transpose(1, 2) if layout == "bshd" else o
     kr, vr = k.repeat_interleave(H // hkv, 1).float(), v.repeat_interleave(H // hkv, 1).float()

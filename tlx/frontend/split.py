@@ -274,15 +274,25 @@ def _dedent_line(line: str, n: int) -> str:
 
 
 def _replace_replica_calls(body: list[str], stmt: ast.With, aliases, rep: int, shift: int, first: int) -> list[str]:
-    calls = [n for n in ast.walk(ast.Module(body=stmt.body, type_ignores=[]))
-             if _task_call(n, aliases) == "async_task_replica_id"]
-    # right-to-left so earlier column offsets stay valid
-    for c in sorted(calls, key=lambda c: (c.lineno, c.col_offset), reverse=True):
-        if c.lineno != c.end_lineno:
-            raise TlxCompileError("tlx.async_task_replica_id: write the call on one line")
-        i = c.lineno - 1 - first
-        a, b = c.col_offset - shift, c.end_col_offset - shift
-        body[i] = body[i][:a] + str(rep) + body[i][b:]
+    """Substitute the replica index. `x = tlx.async_task_replica_id()` becomes `x: tlx.constexpr = r`, so `x`
+    stays a compile-time value (a plain assignment would turn it into a runtime scalar)."""
+    module = ast.Module(body=stmt.body, type_ignores=[])
+    edits = []   # (line index, start col, end col, text)
+    assigned = set()
+    alias = sorted(aliases)[0]
+    for n in ast.walk(module):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and _task_call(n.value, aliases) == "async_task_replica_id":
+            edits.append((n.lineno, n.col_offset, n.end_col_offset, f"{n.targets[0].id}: {alias}.constexpr = {rep}"))
+            assigned.add(id(n.value))
+    for n in ast.walk(module):
+        if _task_call(n, aliases) == "async_task_replica_id" and id(n) not in assigned:
+            if n.lineno != n.end_lineno:
+                raise TlxCompileError("tlx.async_task_replica_id: write the call on one line")
+            edits.append((n.lineno, n.col_offset, n.end_col_offset, str(rep)))
+    for lineno, a, b, text in sorted(edits, reverse=True):   # right-to-left keeps offsets valid
+        i = lineno - 1 - first
+        body[i] = body[i][:a - shift] + text + body[i][b - shift:]
     return body
 
 

@@ -28,7 +28,7 @@ def tlx_module() -> types.ModuleType:
     from ..language.tasks import async_task, async_task_replica_id, async_tasks
     spec = types.ModuleType("tlx.gluon.warp_spec")
     spec.get_bufidx_phase = rewrap_helper(warp_spec.get_bufidx_phase)
-    return build_tlx_module({"warp_spec": spec, "storage_kind": storage_kind, "async_tasks": async_tasks,
+    return build_tlx_module({"warp_spec": spec, "storage_kind": storage_kind, "constexpr": gl.constexpr, "async_tasks": async_tasks,
                              "async_task": async_task, "async_task_replica_id": async_task_replica_id})
 
 

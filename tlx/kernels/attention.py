@@ -26,10 +26,41 @@ LOG2E = 1.4426950408889634
 
 
 @tlx.jit
+def attention_block(j, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, rows, qk_scale,
+                    cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, MASK: tl.constexpr,
+                    PINGPONG: tl.constexpr):
+    """One K/V block for one consumer: S = Q K^T, online softmax, O += P V; releases the stage.
+    PINGPONG: the two consumers take turns at the tensor cores (named barriers 8 and 9), so one
+    group's softmax overlaps the other's wgmma."""
+    s, p = tlx.warp_spec.get_bufidx_phase(j, STAGES)
+    tlx.barrier_wait(k_full[s], p)
+    if PINGPONG:
+        tlx.named_barrier_wait(8 + cid, 256)
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+    qk = tlx.async_dot_wait(0, qk)
+    if PINGPONG:
+        tlx.named_barrier_arrive(9 - cid, 256)
+    qk = qk * qk_scale
+    if MASK:
+        cols = j * BN + tl.arange(0, BN)
+        qk = tl.where(cols[None, :] <= rows[:, None], qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    prob = tl.exp2(qk - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(prob, 1)
+    acc = acc * alpha[:, None]
+    tlx.barrier_wait(v_full[s], p)
+    acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(kv_empty[s])
+    return m_new, l_i, acc
+
+
+@tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, S, H, KV_GROUP,
                          ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H,
                          D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                         CAUSAL: tl.constexpr):
+                         CAUSAL: tl.constexpr, PINGPONG: tl.constexpr):
     HALF: tl.constexpr = BM // 2
     m0 = tl.program_id(0) * BM
     bh = tl.program_id(1)
@@ -72,25 +103,19 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, S, H
             l_i = tl.zeros((HALF,), tl.float32)
             acc = tl.zeros((HALF, D), tl.float32)
             rows = m0 + cid * HALF + tl.arange(0, HALF)
-            for j in range(n_blocks):
-                s, p = tlx.warp_spec.get_bufidx_phase(j, STAGES)
-                tlx.barrier_wait(k_full[s], p)
-                qk = tlx.async_dot(q_bufs[cid], tlx.local_trans(k_bufs[s]))
-                qk = tlx.async_dot_wait(0, qk)
-                qk = qk * qk_scale
-                if CAUSAL:
-                    cols = j * BN + tl.arange(0, BN)
-                    qk = tl.where(cols[None, :] <= rows[:, None], qk, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
-                prob = tl.exp2(qk - m_new[:, None])
-                alpha = tl.exp2(m_i - m_new)
-                l_i = l_i * alpha + tl.sum(prob, 1)
-                acc = acc * alpha[:, None]
-                m_i = m_new
-                tlx.barrier_wait(v_full[s], p)
-                acc = tlx.async_dot(prob.to(dtype), v_bufs[s], acc)
-                acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(kv_empty[s])
+            if PINGPONG:
+                if cid == 1:
+                    tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
+            if CAUSAL:
+                n_free = (m0 + cid * HALF + 1) // BN                     # blocks left of the diagonal
+            else:
+                n_free = n_blocks
+            for j in range(0, n_free):
+                m_i, l_i, acc = attention_block(j, q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, m_i,
+                                                l_i, acc, rows, qk_scale, cid, BN, STAGES, False, PINGPONG)
+            for j in range(n_free, n_blocks):                            # the diagonal: masked
+                m_i, l_i, acc = attention_block(j, q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, m_i,
+                                                l_i, acc, rows, qk_scale, cid, BN, STAGES, True, PINGPONG)
             out = acc / l_i[:, None]
             tlx.local_store(q_bufs[cid], out.to(dtype))                  # Q is dead: reuse its buffer
             tlx.fence_async_shared()
@@ -104,6 +129,7 @@ class Config:
     BM: int = 128
     BN: int = 128
     STAGES: int = 2
+    PINGPONG: bool = False
     num_warps: int = 4
 
 
@@ -165,11 +191,12 @@ def launch_args(q, k, v, o, lse, causal: bool, scale: float, layout: str, cfg: C
              tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, [half, D])]
     args = (*descs, lse, scale * 1.4426950408889634, S, H, H // Hk, *strides)
     grid = (S // cfg.BM, B * H)
-    return args, grid, dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal)), cfg
+    return args, grid, dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
+                            PINGPONG=cfg.PINGPONG), cfg
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, layout: str = "bhsd",
-              backend: str | None = None, return_lse: bool = False):
+              backend: str | None = None, return_lse: bool = False, config: Config | None = None):
     """softmax(q k^T * scale [+ causal mask]) v; q [B, H, S, D] (or [B, S, H, D] with layout="bshd")."""
     import torch
     D = q.shape[-1]
@@ -177,7 +204,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     o = torch.empty_like(q)
     B, H, S = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
     lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
-    args, grid, meta, cfg = launch_args(q, k, v, o, lse, causal, scale, layout)
+    args, grid, meta, cfg = launch_args(q, k, v, o, lse, causal, scale, layout, config)
     attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
     return (o, lse) if return_lse else o
 

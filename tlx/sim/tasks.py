@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import types
 
+import triton.language as tl
+
 from ..errors import TlxCompileError
 from ..language import OPS
 from ..language.memory import storage_kind
@@ -62,6 +64,7 @@ def install_task_helpers(mod: types.ModuleType) -> None:
         setattr(mod, op, _outside_split(op))
     mod.warp_spec = types.SimpleNamespace(get_bufidx_phase=python_function(warp_spec.get_bufidx_phase))
     mod.storage_kind = storage_kind
+    mod.constexpr = tl.constexpr   # the splitter writes `cid: tlx.constexpr = <replica>`
     mod.OPS = OPS
 
     def fallback(name):  # anything else (constants, TensorDescriptor, ...) comes from the real package

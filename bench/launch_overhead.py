@@ -1,0 +1,43 @@
+"""Host time per call of a tiny GEMM (the GPU work is negligible): where tlx's launch path spends time."""
+import time
+
+import torch
+
+from tlx.gluon import launch
+from tlx.kernels import gemm
+
+
+def per_call_us(fn, n=300):
+    fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    elapsed = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return elapsed / n * 1e6
+
+
+def main():
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    cfg = gemm.Config("persistent", 128, 128, 64, 4)
+    kernel = gemm.KERNELS[cfg.kernel]
+    args, grid, meta = gemm.launch_args(a, b, c, cfg)
+    bound = kernel.bind(args, dict(meta))
+    jit_fn = launch.jit_function(kernel, bound)
+    conv = launch.convert_args(kernel, bound)
+    rows = {
+        "torch.matmul": lambda: torch.matmul(a, b),
+        "gemm.matmul (full tlx path)": lambda: gemm.matmul(a, b, cfg, out=c),
+        "launch_args (descriptors)": lambda: gemm.launch_args(a, b, c, cfg),
+        "bind + jit lookup + convert": lambda: launch.convert_args(kernel, kernel.bind(args, dict(meta))),
+        "triton JIT run, converted args": lambda: jit_fn.run(*conv, grid=grid, warmup=False, num_warps=4),
+    }
+    for name, fn in rows.items():
+        print(f"{name:34s} {per_call_us(fn):8.1f} us/call")
+
+
+if __name__ == "__main__":
+    main()
