@@ -30,10 +30,19 @@ def gl_dtype(torch_dtype) -> gl.dtype:
 
 
 def to_gluon_descriptor(desc) -> GluonHostTensorDescriptor:
+    """The Gluon descriptor (with its chosen layout) of a host descriptor, memoised on the descriptor:
+    the key covers every field, so a pre-hook that changes the block shape gets a fresh one."""
+    key = (desc.base.data_ptr(), tuple(desc.shape), tuple(desc.strides), tuple(desc.block_shape),
+           getattr(desc, "padding", "zero"))
+    memo = getattr(desc, "_tlx_gluon", None)
+    if memo is not None and memo[0] == key:
+        return memo[1]
     block = [int(b) for b in desc.block_shape]
     layout = layouts.shared_for(block, gl_dtype(desc.base.dtype))
-    return GluonHostTensorDescriptor(desc.base, list(desc.shape), list(desc.strides), block, layout,
-                                     getattr(desc, "padding", "zero"))
+    converted = GluonHostTensorDescriptor(desc.base, list(desc.shape), list(desc.strides), block, layout,
+                                          getattr(desc, "padding", "zero"))
+    desc._tlx_gluon = (key, converted)
+    return converted
 
 
 def jit_function(kernel, bound: dict):

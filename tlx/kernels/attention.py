@@ -204,7 +204,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     o = torch.empty_like(q)
     B, H, S = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
     lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
-    args, grid, meta, cfg = launch_args(q, k, v, o, lse, causal, scale, layout, config)
+    args, grid, meta, cfg = launch_args(q, k, v, o, lse, causal, scale, layout, config)   # o, lse are new
     attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
     return (o, lse) if return_lse else o
 

@@ -16,6 +16,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
+from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 
 @tlx.jit
@@ -327,6 +328,9 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     return cfg
 
 
+_LAST_LAUNCH = LaunchCache()
+
+
 def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=None, out_dtype=None,
            backend: str | None = None):
     """C = act(A @ B + bias) with a tlx kernel. `backend="sim"` runs it on the CPU simulator."""
@@ -337,6 +341,7 @@ def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=N
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
                                    bias is not None or activation is not None)
-    args, grid, meta = launch_args(a, b, c, cfg, bias, activation)
+    key = (cfg, activation, backend, *map(tensor_key, (a, b, c, bias)))
+    args, grid, meta = _LAST_LAUNCH.get(key, lambda: launch_args(a, b, c, cfg, bias, activation))
     KERNELS[cfg.kernel][grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
     return c
