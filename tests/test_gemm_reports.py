@@ -46,3 +46,12 @@ def test_operand_errors():
         gemm.check_operands(a[0], a)
     with pytest.raises(tlx.ConfigRejected, match=r"'BM' must be 128 for 'persistent'"):
         gemm.Config("persistent", BM=64)
+
+
+def test_pingpong_gemm_report():
+    a, b = _operands(False, True, torch.float16)
+    c = torch.empty(a.shape[0], b.shape[1], dtype=torch.float16)
+    cfg = gemm.Config("pingpong", 128, 128, 64, 4)
+    args, _, meta = gemm.launch_args(a, b, c, cfg)
+    s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
+    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["setmaxnreg"] > 0 and s["spills"] == 0

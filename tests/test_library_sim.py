@@ -19,6 +19,7 @@ def test_readme_two_task_add():
 
 
 @pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 128, 64, 2), gemm.Config("ws", 128, 128, 64, 2),
+                                 gemm.Config("pingpong", 128, 128, 64, 3),
                                  gemm.Config("pipelined", 128, 128, 64, 3, 8, 4),
                                  gemm.Config("pipelined", 64, 128, 64, 3, 8, 4)],
                          ids=lambda c: f"{c.kernel}-{c.BM}x{c.BN}")

@@ -6,7 +6,7 @@ from tlx.kernels import gemm
 
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4096, 4000, 1000), (300, 264, 136)]
 DTYPES = [torch.float16, torch.bfloat16]
-CONFIGS = [gemm.Config("persistent"), gemm.Config("persistent", 128, 128, 64, 4), gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8)]
+CONFIGS = [gemm.Config("persistent"), gemm.Config("pingpong", 128, 128, 64, 4), gemm.Config("persistent", 128, 128, 64, 4), gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8)]
 
 
 def rel_err(out, ref):

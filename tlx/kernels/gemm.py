@@ -214,6 +214,77 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.c
             tlx.async_descriptor_store_wait(0)
 
 
+@tlx.jit
+def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                           BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
+                           NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+                           HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    """Persistent ping-pong GEMM: each consumer warp group owns whole BMxBN tiles, alternately (local
+    tile i goes to consumer i % 2). The producer fills the ring in tile order, so the consumers take
+    turns at the tensor cores by construction: one runs its main loop while the other runs its
+    epilogue (bias, activation, TMA store). Wins over the cooperative kernel when K is short."""
+    dtype = tlx.dtype_of(a_desc)
+    c_dtype = tlx.dtype_of(c_desc)
+    if A_T:
+        a_bufs = tlx.local_alloc((BK, BM), dtype, STAGES)
+    else:
+        a_bufs = tlx.local_alloc((BM, BK), dtype, STAGES)
+    if B_T:
+        b_bufs = tlx.local_alloc((BN, BK), dtype, STAGES)
+    else:
+        b_bufs = tlx.local_alloc((BK, BN), dtype, STAGES)
+    c_bufs = tlx.local_alloc((BM, BN), c_dtype, 2)
+    full = tlx.alloc_barriers(STAGES)
+    empty = tlx.alloc_barriers(STAGES)
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    first = tl.program_id(0)
+    n_local = tl.cdiv(num_tiles - first, NUM_SMS)
+    NBYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):                                  # producer
+            cnt = 0
+            for i in range(n_local):
+                off_m, off_n = grouped_tile(first + i * NUM_SMS, M, N, BM, BN, GROUP_M)
+                for k in range(k_tiles):
+                    s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
+                    tlx.barrier_wait(empty[s], p ^ 1)
+                    tlx.barrier_expect_bytes(full[s], NBYTES)
+                    if A_T:
+                        tlx.async_descriptor_load(a_desc, a_bufs[s], [k * BK, off_m], full[s])
+                    else:
+                        tlx.async_descriptor_load(a_desc, a_bufs[s], [off_m, k * BK], full[s])
+                    if B_T:
+                        tlx.async_descriptor_load(b_desc, b_bufs[s], [off_n, k * BK], full[s])
+                    else:
+                        tlx.async_descriptor_load(b_desc, b_bufs[s], [k * BK, off_n], full[s])
+                    cnt += 1
+        with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers, alternate tiles
+            cid = tlx.async_task_replica_id()
+            for i in range(cid, n_local, 2):
+                off_m, off_n = grouped_tile(first + i * NUM_SMS, M, N, BM, BN, GROUP_M)
+                cnt = i * k_tiles
+                acc = tl.zeros((BM, BN), dtype=tl.float32)
+                for k in range(k_tiles):
+                    s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
+                    tlx.barrier_wait(full[s], p)
+                    a_op = tlx.local_trans(a_bufs[s]) if A_T else a_bufs[s]
+                    b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
+                    acc = tlx.async_dot(a_op, b_op, acc)
+                    acc = tlx.async_dot_wait(1, acc)
+                    if k > 0:
+                        tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
+                    cnt += 1
+                acc = tlx.async_dot_wait(0, acc)
+                tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
+                acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
+                tlx.async_descriptor_store_wait(0)
+                tlx.local_store(c_bufs[cid], acc.to(c_dtype))
+                tlx.fence_async_shared()
+                tlx.async_descriptor_store(c_desc, c_bufs[cid], [off_m, off_n])
+            tlx.async_descriptor_store_wait(0)
+
+
 @dataclass(frozen=True)
 class Config:
     """One GEMM configuration. `kernel`: "persistent" (warp-specialized, persistent), "ws"
@@ -229,7 +300,7 @@ class Config:
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ConfigRejected(f"gemm.Config: 'kernel' must be one of {sorted(KERNELS)}, got {self.kernel!r}")
-        if self.kernel != "pipelined" and self.BM != 128:
+        if self.kernel in ("persistent", "ws") and self.BM != 128:
             raise ConfigRejected(f"gemm.Config: 'BM' must be 128 for {self.kernel!r} (two 64-row consumer groups), "
                                  f"got {self.BM}")
 
@@ -241,20 +312,21 @@ class Config:
         return ring + self.BM * self.BN * out_bytes
 
 
-KERNELS = {"persistent": matmul_persistent_kernel, "ws": matmul_ws_kernel, "pipelined": matmul_pipelined_kernel}
+KERNELS = {"persistent": matmul_persistent_kernel, "pingpong": matmul_pingpong_kernel, "ws": matmul_ws_kernel,
+           "pipelined": matmul_pipelined_kernel}
+PERSISTENT = ("persistent", "pingpong")
 SUPPORTED = ("float16", "bfloat16")
 ACTIVATIONS = (None, "relu", "gelu", "silu")
 SHARED_LIMIT = 232448 - 1024   # the opt-in maximum per block, less room for barriers
 
 
 def configs() -> list[Config]:
-    """Candidate configurations for the tuner."""
+    """Candidate configurations for the tuner and the benchmark."""
     return [Config("persistent", 128, 256, 64, 3), Config("persistent", 128, 128, 64, 4),
-            Config("ws", 128, 256, 64, 3), Config("pipelined", 128, 256, 64, 3, 8, 8),
-            Config("pipelined", 128, 128, 64, 4, 8, 4),
+            Config("pingpong", 128, 128, 64, 4), Config("pingpong", 128, 64, 64, 6),
+            Config("pipelined", 128, 256, 64, 3, 8, 8),
             # skinny problems: more, smaller tiles so every SM streams its share of the big operand
-            Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4),
-            Config("persistent", 128, 64, 64, 6)]
+            Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4)]
 
 
 def _tma_ok(t) -> bool:
@@ -299,10 +371,10 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None):
     """Descriptors, grid and constexprs of one launch (the simulator and the GPU share them)."""
     M, K = a.shape
     N = b.shape[1]
-    rows = cfg.BM // 2 if cfg.kernel != "pipelined" else cfg.BM
+    rows = cfg.BM // 2 if cfg.kernel in ("persistent", "ws") else cfg.BM
     a_t, b_t = a.stride(0) == 1 and a.stride(1) != 1, b.stride(0) == 1 and b.stride(1) != 1
-    if (a_t or b_t) and cfg.kernel != "persistent":
-        raise ConfigRejected(f"gemm: transposed operands need the 'persistent' kernel, got {cfg.kernel!r}")
+    if (a_t or b_t) and cfg.kernel not in PERSISTENT:
+        raise ConfigRejected(f"gemm: transposed operands need a persistent kernel, got {cfg.kernel!r}")
     a_desc = tlx.TensorDescriptor.from_tensor(a.T, [cfg.BK, rows]) if a_t else \
         tlx.TensorDescriptor.from_tensor(a, [rows, cfg.BK])
     b_desc = tlx.TensorDescriptor.from_tensor(b.T, [cfg.BN, cfg.BK]) if b_t else \
@@ -310,12 +382,12 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None):
     c_desc = tlx.TensorDescriptor.from_tensor(c, [rows, cfg.BN])
     tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     meta = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
-    if cfg.kernel == "persistent":
+    if cfg.kernel in PERSISTENT:
         sms = num_sms(a.device)
         meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation)
         return (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K), (min(tiles, sms),), meta
     if bias is not None or activation is not None:
-        raise ConfigRejected(f"gemm: bias/activation epilogues need the 'persistent' kernel, got {cfg.kernel!r}")
+        raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
     return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
 
 
