@@ -65,3 +65,18 @@ def test_attention(D, causal, layout, hkv, pingpong):
     if causal:
         scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
     assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-4
+
+
+@pytest.mark.parametrize("kernel", ["persistent", "pingpong"])
+def test_persistent_gemms_walk_several_tiles_per_program(kernel):
+    """Few programs, so each walks several tiles: the ring's phases wrap and (ping-pong) the consumers
+    alternate. An earlier ping-pong without main-loop ordering failed here (a consumer's wait passed on
+    the other consumer's older phase) and crashed on the GPU."""
+    from tlx.sim import SimOptions
+    a = torch.randn(384, 128, dtype=torch.float16)
+    b = torch.randn(128, 640, dtype=torch.float16)
+    c = torch.full((384, 640), float("nan"), dtype=torch.float16)
+    cfg = gemm.Config(kernel, 128, 128, 64, 2)
+    args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=2)
+    gemm.KERNELS[kernel][grid](*args, backend="sim", sim_options=SimOptions(schedules=4), **meta)
+    assert rel_err(c, a.double() @ b.double()) <= 1e-2

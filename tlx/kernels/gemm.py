@@ -220,9 +220,11 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
                            NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                            HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
     """Persistent ping-pong GEMM: each consumer warp group owns whole BMxBN tiles, alternately (local
-    tile i goes to consumer i % 2). The producer fills the ring in tile order, so the consumers take
-    turns at the tensor cores by construction: one runs its main loop while the other runs its
-    epilogue (bias, activation, TMA store). Wins over the cooperative kernel when K is short."""
+    tile i goes to consumer i % 2): one runs its main loop while the other runs its epilogue (bias,
+    activation, TMA store). Wins over the cooperative kernel when K is short.
+    The main loops are ordered by named barriers 8/9: a consumer starts waiting on the ring only after
+    the other has waited on its last stage, so no wait targets a phase more than one ahead (an mbarrier
+    wait sees parity only: waiting early would pass on the other consumer's older phase)."""
     dtype = tlx.dtype_of(a_desc)
     c_dtype = tlx.dtype_of(c_desc)
     if A_T:
@@ -261,10 +263,13 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
                     cnt += 1
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers, alternate tiles
             cid = tlx.async_task_replica_id()
+            if cid == 1:
+                tlx.named_barrier_arrive(8, 256)                         # consumer 0 goes first
             for i in range(cid, n_local, 2):
                 off_m, off_n = grouped_tile(first + i * NUM_SMS, M, N, BM, BN, GROUP_M)
                 cnt = i * k_tiles
                 acc = tl.zeros((BM, BN), dtype=tl.float32)
+                tlx.named_barrier_wait(8 + cid, 256)                     # my turn on the ring
                 for k in range(k_tiles):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
                     tlx.barrier_wait(full[s], p)
@@ -275,6 +280,7 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
                     if k > 0:
                         tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
                     cnt += 1
+                tlx.named_barrier_arrive(9 - cid, 256)                   # the other's turn
                 acc = tlx.async_dot_wait(0, acc)
                 tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
                 acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
@@ -367,8 +373,10 @@ def num_sms(device) -> int:
     return 132   # H200: what compile reports and the simulator assume
 
 
-def launch_args(a, b, c, cfg: Config, bias=None, activation=None):
-    """Descriptors, grid and constexprs of one launch (the simulator and the GPU share them)."""
+def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int | None = None):
+    """Descriptors, grid and constexprs of one launch (the simulator and the GPU share them).
+    `programs`: persistent kernels' program count (default: one per SM); tests use few programs so
+    that each walks several tiles."""
     M, K = a.shape
     N = b.shape[1]
     rows = cfg.BM // 2 if cfg.kernel in ("persistent", "ws") else cfg.BM
@@ -383,7 +391,7 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None):
     tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     meta = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
     if cfg.kernel in PERSISTENT:
-        sms = num_sms(a.device)
+        sms = programs or num_sms(a.device)
         meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation)
         return (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K), (min(tiles, sms),), meta
     if bias is not None or activation is not None:
@@ -404,7 +412,7 @@ _LAST_LAUNCH = LaunchCache()
 
 
 def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=None, out_dtype=None,
-           backend: str | None = None):
+           backend: str | None = None, programs: int | None = None):
     """C = act(A @ B + bias) with a tlx kernel. `backend="sim"` runs it on the CPU simulator."""
     import torch
     check_operands(a, b, bias, activation, out_dtype)
@@ -413,7 +421,7 @@ def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=N
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
                                    bias is not None or activation is not None)
-    key = (cfg, activation, backend, *map(tensor_key, (a, b, c, bias)))
-    args, grid, meta = _LAST_LAUNCH.get(key, lambda: launch_args(a, b, c, cfg, bias, activation))
+    key = (cfg, activation, backend, programs, *map(tensor_key, (a, b, c, bias)))
+    args, grid, meta = _LAST_LAUNCH.get(key, lambda: launch_args(a, b, c, cfg, bias, activation, programs))
     KERNELS[cfg.kernel][grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
     return c
