@@ -26,7 +26,8 @@ def test_persistent_gemm_variants_compile_clean(at, bt, bias, act, out_dtype):
     a, b = _operands(at, bt, in_dtype)
     c = torch.empty(a.shape[0], b.shape[1], dtype=out_dtype)
     bb = torch.randn(b.shape[1], dtype=in_dtype) if bias else None
-    cfg = gemm.default_config(*a.shape, b.shape[1], 2, c.element_size(), bias or act is not None)
+    M, K = a.shape
+    cfg = gemm.default_config(M, b.shape[1], K, 2, c.element_size(), bias or act is not None, transposed=True)
     args, _, meta = gemm.launch_args(a, b, c, cfg, bb, act)
     s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["setmaxnreg"] > 0
@@ -55,3 +56,12 @@ def test_pingpong_gemm_report():
     args, _, meta = gemm.launch_args(a, b, c, cfg)
     s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["setmaxnreg"] > 0 and s["spills"] == 0
+
+
+@pytest.mark.parametrize("shape,kernel", [((4096, 4096, 4096), "persistent"), ((2048, 2048, 2048), "pipelined"),
+                                          ((4096, 4096, 512), "pingpong"), ((128, 8192, 8192), "pipelined"),
+                                          ((8192, 128, 8192), "pipelined")])
+def test_shape_table(shape, kernel):
+    assert gemm.default_config(*shape, 2, 2).kernel == kernel
+    assert gemm.default_config(*shape, 2, 2, epilogue=True).kernel == "persistent"
+    assert gemm.default_config(*shape, 2, 2, transposed=True).kernel == "persistent"

@@ -399,11 +399,22 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
 
 
-def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False) -> Config:
-    """The configuration for a shape (justified by bench/gemm.py; see BENCHMARKS.md). A bias or
-    activation epilogue on a 64x256 fp32 accumulator spills: those take 128-wide tiles."""
+def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False,
+                   transposed: bool = False) -> Config:
+    """The configuration for a shape: the table below is what bench/gemm.py measured fastest on the
+    H200 (bench/results/2026-12-02/gemm-run4.json, CUDA-graph timing). The pipelined kernels handle
+    neither transposed operands nor fused epilogues; a bias or activation on a 64x256 fp32
+    accumulator spills, so epilogues take 128x128 tiles."""
+    if epilogue or transposed:
+        return Config("persistent", 128, 128, 64, 4) if epilogue or out_bytes > 2 else Config("persistent")
+    if min(M, N) <= 256:                      # skinny: many small tiles stream the big operand
+        return Config("pipelined", 64, 128, 64, 6, 8, 4)
+    if K <= 512:                              # short K: overlap one tile's epilogue with the next's loop
+        return Config("pingpong", 128, 128, 64, 4)
+    if triton.cdiv(M, 128) * triton.cdiv(N, 256) <= 132:   # one wave: persistence buys nothing
+        return Config("pipelined", 128, 256, 64, 3, 8, 8)
     cfg = Config("persistent", 128, 256, 64, 3)
-    if epilogue or cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
+    if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
         cfg = Config("persistent", 128, 128, 64, 4)
     return cfg
 
@@ -419,8 +430,9 @@ def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=N
     out_dtype = out_dtype or a.dtype
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
+    transposed = a.stride(1) != 1 or b.stride(1) != 1
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
-                                   bias is not None or activation is not None)
+                                   bias is not None or activation is not None, transposed)
     key = (cfg, activation, backend, programs, *map(tensor_key, (a, b, c, bias)))
     args, grid, meta = _LAST_LAUNCH.get(key, lambda: launch_args(a, b, c, cfg, bias, activation, programs))
     KERNELS[cfg.kernel][grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
