@@ -1,0 +1,41 @@
+"""Markdown tables for BENCHMARKS.md from the JSON that bench/gemm.py and bench/attention.py write.
+
+    python3 bench/report.py gemm bench/results/2026-12-02/gemm-run4.json
+"""
+import json
+import sys
+
+
+def gemm_table(data) -> str:
+    m = data["meta"]
+    out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}.", "",
+           "| dtype | M x N x K | cuBLAS TFLOPS | tlx TFLOPS | ratio | tlx kernel | graph ratio | tlx kernel (graph) |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        out.append(f"| {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['cublas_tflops']:.0f} | "
+                   f"{r.get('best_tflops', 0):.0f} | {r.get('ratio', 0):.2f} | {r.get('best', '-')} | "
+                   f"{r.get('graph_ratio', 0):.2f} | {r.get('best_graph', '-')} |")
+    out += ["", "Geometric means: " + ", ".join(f"{k.replace('geomean_', '')} {v:.3f}" for k, v in m.items()
+                                                if k.startswith("geomean"))]
+    return "\n".join(out)
+
+
+def attention_table(data) -> str:
+    m = data["meta"]
+    out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}, {m['dtype']}, B*S = 16384, "
+           "H*D = 2048.", "",
+           "| D | S | causal | tlx TFLOPS | tlx ping-pong | cuDNN | FA2 (SDPA flash) | ratio to cuDNN |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        out.append(f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | {r.get('tlx_tflops', 0):.0f} | "
+                   f"{r.get('tlx_pingpong_tflops', 0):.0f} | {r.get('cudnn_tflops', 0):.0f} | "
+                   f"{r.get('flash_tflops', 0):.0f} | {r.get('ratio_cudnn', 0):.2f} |")
+    out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}"]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    kind, path = sys.argv[1], sys.argv[2]
+    with open(path) as f:
+        data = json.load(f)
+    print(gemm_table(data) if kind == "gemm" else attention_table(data))
