@@ -137,6 +137,18 @@ class SimReport:
         return not self.errors
 
     def render(self) -> str:
+        """One entry per distinct bug (rule, line, conflicting line): the first report in full, then how
+        many more reports (other slots, phases, schedules) it stands for."""
         head = (f"{self.kernel}: {self.programs} program(s) x {self.schedules} schedule(s): "
                 + ("ok" if self.ok else f"{len(self.errors)} protocol error(s)"))
-        return "\n".join([head] + [str(e) for e in self.errors])
+        groups: dict[tuple, list] = {}
+        for e in self.errors:
+            other = getattr(e, "other", None)
+            key = (type(e).__name__, e.site.location, other.location if other is not None else None)
+            groups.setdefault(key, []).append(e)
+        lines = [head]
+        for errors in groups.values():
+            more = f"\n  (+{len(errors) - 1} more report(s) of this bug: other slots, phases or schedules)" \
+                if len(errors) > 1 else ""
+            lines.append(str(errors[0]) + more)
+        return "\n".join(lines)
