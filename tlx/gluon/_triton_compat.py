@@ -26,7 +26,8 @@ def install_codegen_hook(make_semantic, codegen_class) -> None:
     def __init__(self, context, prototype, gscope, function_name, jit_fn, **kwargs):
         original_init(self, context, prototype, gscope, function_name, jit_fn, **kwargs)
         if getattr(jit_fn, "_tlx_generated", False) and self.is_gluon:
-            self.semantic = make_semantic(self.builder)
+            self.semantic = make_semantic(self.builder, jit_fn)
+            self.semantic.generator = self
             self.__class__ = codegen_class
 
     CodeGenerator.__init__ = __init__

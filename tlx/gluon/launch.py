@@ -2,6 +2,11 @@
 descriptors (their layout chosen here, after any autotuner pre-hook set the block shape)."""
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
+
 from triton.experimental.gluon import language as gl
 
 from triton.compiler.errors import CompilationError
@@ -45,12 +50,54 @@ def to_gluon_descriptor(desc) -> GluonHostTensorDescriptor:
     return converted
 
 
-def jit_function(kernel, bound: dict):
-    """The GluonJITFunction of one constexpr specialization (memoised on the kernel)."""
-    key = ("gluon", kernel.constexpr_key(bound))
+def jit_function(kernel, bound: dict, anchor_1d_stores: bool | None = None):
+    """The GluonJITFunction of one constexpr specialization and layout policy (memoised on the kernel);
+    by default the policy that compiled last time."""
+    spec = kernel.constexpr_key(bound)
+    if anchor_1d_stores is None:
+        anchor_1d_stores = kernel.lowered.get(("gluon-policy", spec), False)
+    key = ("gluon", spec, anchor_1d_stores)
     if key not in kernel.lowered:
-        kernel.lowered[key] = instantiate(kernel.split(bound), kernel.fn)
+        kernel.lowered[key] = instantiate(kernel.split(bound), kernel.fn, anchor_1d_stores)
     return kernel.lowered[key]
+
+
+def with_layout_retry(kernel, bound: dict, attempt):
+    """`attempt(jit_fn)`, first with 1-D stores left for other anchors, then (if Gluon's layout
+    resolution failed) with 1-D stores anchored. The policy that worked is remembered."""
+    spec = kernel.constexpr_key(bound)
+    if ("gluon-policy", spec) in kernel.lowered:
+        return attempt(jit_function(kernel, bound))
+    captured = []
+    try:
+        with captured_stderr(captured):
+            result = attempt(jit_function(kernel, bound, False))
+        kernel.lowered[("gluon-policy", spec)] = False
+        return result
+    except RuntimeError as e:
+        if "PassManager::run failed" not in str(e):
+            sys.stderr.write("".join(captured))   # not a layout failure: show its diagnostics
+            raise
+    result = attempt(jit_function(kernel, bound, True))
+    kernel.lowered[("gluon-policy", spec)] = True
+    return result
+
+
+@contextlib.contextmanager
+def captured_stderr(out: list):
+    """Hold back MLIR's diagnostics (written to fd 2) during a compile attempt that may be retried;
+    the text is appended to `out`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            out.append(tmp.read())
 
 
 def convert_args(kernel, bound: dict) -> list:
@@ -58,7 +105,6 @@ def convert_args(kernel, bound: dict) -> list:
 
 
 def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None):
-    jit_fn = jit_function(kernel, bound)
     args = convert_args(kernel, bound)
     options = {"num_warps": num_warps}
     if num_stages is not None:
@@ -67,6 +113,7 @@ def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None
         user_grid = grid
         grid = lambda meta: user_grid(bound)   # noqa: E731  (the user's grid sees tlx's bound args)
     try:
-        return jit_fn.run(*args, grid=grid, warmup=warmup, **options)
+        return with_layout_retry(kernel, bound, lambda jit_fn: jit_fn.run(*args, grid=grid, warmup=warmup,
+                                                                          **options))
     except CompilationError as e:
         raise user_error_from(e) from e

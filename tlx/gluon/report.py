@@ -16,7 +16,7 @@ from triton.compiler.errors import CompilationError
 from ..errors import TlxCompileError, TlxLaunchError, user_error_from
 from ..frontend.descriptors import is_host_descriptor
 from ._triton_compat import GluonASTSource
-from .launch import convert_args, jit_function
+from .launch import convert_args, with_layout_retry
 
 TARGETS = {"sm_90a": GPUTarget("cuda", 90, 32), "sm_90": GPUTarget("cuda", 90, 32),
            "sm_100a": GPUTarget("cuda", 100, 32)}
@@ -96,13 +96,15 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     if target not in TARGETS:
         raise TlxLaunchError(f"tlx.compile: 'target' must be one of {sorted(TARGETS)}, got {target!r}")
     bound = kernel.bind(args, kwargs)
-    jit_fn = jit_function(kernel, bound)
     conv = convert_args(kernel, bound)
     signature, constexprs, attrs = signature_of(kernel, bound, conv)
-    src = GluonASTSource(jit_fn, signature, constexprs, attrs)
+    options = {"num_warps": num_warps, "num_stages": num_stages}
+
+    def attempt(jit_fn):
+        return triton.compile(GluonASTSource(jit_fn, signature, constexprs, attrs), target=TARGETS[target],
+                              options=options)
     try:
-        compiled = triton.compile(src, target=TARGETS[target], options={"num_warps": num_warps,
-                                                                        "num_stages": num_stages})
+        compiled = with_layout_retry(kernel, bound, attempt)
     except CompilationError as e:
         raise user_error_from(e) from e
     asm = dict(compiled.asm)

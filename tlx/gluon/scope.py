@@ -69,19 +69,20 @@ def scope_for(fn, names) -> dict:
     return scope
 
 
-def to_jit(py_fn, noinline=False) -> GluonJITFunction:
+def to_jit(py_fn, noinline=False, anchor_1d_stores=False) -> GluonJITFunction:
     jit_fn = GluonJITFunction(py_fn, noinline=noinline)
     jit_fn._tlx_generated = True
+    jit_fn._tlx_anchor_1d_stores = anchor_1d_stores
     return jit_fn
 
 
-def instantiate(split: SplitKernel, fn) -> GluonJITFunction:
+def instantiate(split: SplitKernel, fn, anchor_1d_stores: bool = False) -> GluonJITFunction:
     """Gluon JIT functions for a split kernel: the tasks become globals of the kernel."""
     scope = scope_for(fn, split.global_names)
     kernel_fn = split.instantiate(scope)
     for task in split.tasks:
-        scope[task.name] = to_jit(scope[task.name])
-    return to_jit(kernel_fn)
+        scope[task.name] = to_jit(scope[task.name], anchor_1d_stores=anchor_1d_stores)
+    return to_jit(kernel_fn, anchor_1d_stores=anchor_1d_stores)
 
 
 def lower_helper(kernel) -> GluonJITFunction:

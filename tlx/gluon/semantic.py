@@ -10,7 +10,7 @@ from __future__ import annotations
 from triton.experimental.gluon import language as gl
 
 from . import layouts
-from ._triton_compat import CodeGenerator, GluonSemantic, _is_triton_tensor
+from ._triton_compat import CodeGenerator, GluonSemantic, _is_triton_tensor, gl_core
 
 MAX_CARRY_ROUNDS = 3
 
@@ -22,6 +22,11 @@ def _concrete(t) -> bool:
 
 class TlxSemantic(GluonSemantic):
 
+    def __init__(self, builder, jit_fn=None):
+        super().__init__(builder)
+        # layout policy of this compile attempt (tlx.gluon.launch retries with the other one)
+        self.anchor_1d_stores = getattr(jit_fn, "_tlx_anchor_1d_stores", False)
+
     def broadcast_impl_value(self, lhs, rhs):
         if _concrete(lhs) and _concrete(rhs) and lhs.type.layout != rhs.type.layout:
             if layouts.is_mma(rhs.type.layout) and not layouts.is_mma(lhs.type.layout):
@@ -29,6 +34,14 @@ class TlxSemantic(GluonSemantic):
             elif lhs.type.shape == rhs.type.shape or len(rhs.type.shape) == len(lhs.type.shape):
                 rhs = self.convert_layout(rhs, lhs.type.layout)
         return super().broadcast_impl_value(lhs, rhs)
+
+    def reshape(self, input, dst_shape, can_reorder):
+        # Gluon 3.6 crashes resolving an Auto layout backwards through a flattening reshape (tl.sum
+        # over all axes reshapes first): anchor the input with its shape's default layout.
+        if isinstance(getattr(input.type, "layout", None), gl.AutoLayout):
+            warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
+            input = self.set_auto_layout(input, layouts.blocked_for(input.shape, warps))
+        return super().reshape(input, dst_shape, can_reorder)
 
     def to_layout(self, value, layout):
         """`value` in `layout`: anchor an Auto value, convert a concrete one, keep a matching one."""

@@ -17,10 +17,10 @@ from ._triton_compat import builtin, gl_core
 
 PASS_THROUGH = """
 program_id num_programs cdiv where maximum minimum exp exp2 log log2 sqrt sqrt_rn rsqrt abs fma sin cos erf floor ceil
-div_rn fdiv umulhi sum max min reduce argmax argmin xor_sum cast expand_dims reshape permute trans broadcast
+div_rn fdiv umulhi cast expand_dims reshape broadcast
 broadcast_to ravel multiple_of max_contiguous max_constancy static_assert static_print device_print
-device_assert assume range static_range constexpr tensor dtype pointer_type block_type tuple sigmoid softmax
-clamp associative_scan cumsum cumprod flip interleave
+device_assert assume range static_range constexpr tensor dtype pointer_type block_type tuple sigmoid
+clamp flip interleave
 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64 float8e4nv float8e5
 float8e4b15 void PropagateNan
 """.split()
@@ -79,13 +79,19 @@ def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", evict
                     _semantic=_semantic)
 
 
-def _anchor_pointer(pointer, value, semantic, generator):
-    """Coalesced stores: anchor an Auto pointer with the default blocked layout, unless the value already
-    has a non-MMA layout (then store in it, no conversion)."""
+def _anchor_pointer(pointer, value, semantic, generator, lazy_1d=True):
+    """Coalesced stores: anchor an Auto pointer with the default blocked layout (a concrete value is then
+    converted to it), except for 1-D values that already have a layout (row statistics in a slice of an
+    MMA layout): their index vector usually has that layout already."""
     if not _is_auto(pointer):
         return pointer
     vl = value.type.layout if isinstance(value, gl.tensor) and value.type.is_block() else None
-    if vl is not None and not isinstance(vl, gl.AutoLayout) and not layouts.is_mma(vl) \
+    if lazy_1d and len(pointer.shape) == 1 and (vl is None or isinstance(vl, gl.AutoLayout)) and \
+            not semantic.anchor_1d_stores:
+        # A 1-D index vector often also indexes a 2-D tile (row statistics): let that anchor it. A kernel
+        # whose 1-D stores are its only anchors fails this attempt and is compiled again with them.
+        return pointer
+    if vl is not None and not isinstance(vl, gl.AutoLayout) and len(value.shape) == 1 \
             and list(value.shape) == list(pointer.shape):
         return semantic.set_auto_layout(pointer, vl)
     return semantic.set_auto_layout(pointer, layouts.blocked_for(pointer.shape, _num_warps(semantic, generator)))
@@ -97,7 +103,12 @@ def _atomic(name):
     @builtin
     def atomic(pointer, val, mask=None, sem=None, scope=None, _semantic=None, _generator=None):
         if isinstance(pointer, gl.tensor) and pointer.type.is_block():
-            pointer = _anchor_pointer(pointer, val, _semantic, _generator)
+            pointer = _anchor_pointer(pointer, val, _semantic, _generator, lazy_1d=False)
+            layout = pointer.type.layout   # atomics do not unify operand layouts: give all of them the pointer's
+            if isinstance(val, gl.tensor) and val.type.is_block():
+                val = _semantic.to_layout(val, layout)
+            if isinstance(mask, gl.tensor) and mask.type.is_block():
+                mask = _semantic.to_layout(mask, layout)
         return op(pointer, val, mask=mask, sem=sem, scope=scope, _semantic=_semantic)
     atomic.__name__ = name
     return atomic
@@ -128,7 +139,9 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
 
 
 def _anchored(op_name):
-    """split/join abort the process on Auto-layout inputs in Gluon 3.6: anchor them first."""
+    """split/join abort the process on Auto-layout inputs in Gluon 3.6, and layouts inferred backwards
+    through trans/permute/reshape conflict with the input's other uses: anchor the inputs first (with
+    the shape's default layout, which every other anchor of that shape agrees with)."""
     op = getattr(tl, op_name)
 
     @builtin
@@ -140,8 +153,29 @@ def _anchored(op_name):
     return anchored
 
 
+def _anchored_input(op_name):
+    """Reductions and scans of an Auto-layout input: Gluon 3.6 cannot infer the input's layout back
+    from a reduced result (a 1-D store of row sums fails), so anchor the input with its shape's default."""
+    op = getattr(tl, op_name)
+
+    @builtin
+    def anchored(input, *args, _semantic=None, _generator=None, **kwargs):
+        if _is_auto(input):
+            input = _semantic.set_auto_layout(input, layouts.blocked_for(input.shape,
+                                                                        _num_warps(_semantic, _generator)))
+        if getattr(op, "__triton_builtin__", False):
+            return op(input, *args, _semantic=_semantic, _generator=_generator, **kwargs)
+        return _generator.call_JitFunction(op, (input, *args), kwargs)
+    anchored.__name__ = op_name
+    return anchored
+
+
+REDUCTIONS = "sum max min argmax argmin xor_sum reduce softmax cumsum cumprod associative_scan".split()
+
 OVERRIDES = {
-    "split": _anchored("split"), "join": _anchored("join"),
+    **{name: _anchored_input(name) for name in REDUCTIONS},
+    "split": _anchored("split"), "join": _anchored("join"), "trans": _anchored("trans"),
+    "permute": _anchored("permute"),
     "arange": arange, "zeros": zeros, "full": full, "zeros_like": zeros_like, "full_like": full_like,
     "load": load, "store": store, "dot": dot, "make_tensor_descriptor": make_tensor_descriptor,
     **{name: _atomic(name) for name in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
