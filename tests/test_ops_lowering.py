@@ -86,3 +86,33 @@ def _reg_a_dot(x_ptr, out_ptr):
 def test_register_operand_wgmma_and_tl_dot():
     s = tlx.compile(_reg_a_dot, torch.empty(4096, dtype=torch.float16), torch.empty(4096)).stats
     assert s["wgmma"] > 0 and s["mma_sync"] > 0 and s["spills"] == 0
+
+
+@tlx.jit
+def _dot_in_flight_across_iterations(a_desc, out_ptr, K, BK: tl.constexpr):
+    a = tlx.local_alloc((64, BK), tl.float16, 2)
+    b = tlx.local_alloc((BK, 64), tl.float16, 1)
+    bar = tlx.alloc_barriers(2)
+    tlx.local_store(b[0], tl.zeros((BK, 64), tl.float16) + 1.0)
+    tlx.fence_async_shared()
+    acc = tl.zeros((64, 64), tl.float32)
+    for k in range(tl.cdiv(K, BK)):
+        s = k % 2
+        acc = tlx.async_dot_wait(1, acc)        # dot k-2 (which read a[s]) retired; dot k-1 may still run
+        tlx.barrier_expect_bytes(bar[s], 64 * BK * 2)
+        tlx.async_descriptor_load(a_desc, a[s], [0, k * BK], bar[s])
+        tlx.barrier_wait(bar[s], (k // 2) & 1)
+        acc = tlx.async_dot(a[s], b[0], acc)    # left in flight across the loop edge
+    acc = tlx.async_dot_wait(0, acc)
+    tl.store(out_ptr + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :], acc)
+
+
+def test_async_dot_left_in_flight_across_loop_iterations():
+    a = torch.randn(64, 256, dtype=torch.float16)
+    desc = tlx.TensorDescriptor.from_tensor(a, [64, 64])
+    s = tlx.compile(_dot_in_flight_across_iterations, desc, torch.empty(64 * 64), 256, BK=64).stats
+    assert s["wgmma"] > 0 and s["spills"] == 0
+    out = torch.full((64 * 64,), float("nan"))
+    _dot_in_flight_across_iterations[(1,)](desc, out, 256, BK=64, backend="sim")
+    ref = a.double() @ torch.ones(256, 64, dtype=torch.float64)
+    assert ((out.view(64, 64).double() - ref).norm() / ref.norm()).item() < 1e-3

@@ -8,6 +8,7 @@ layout, so the loop carries the MMA accumulator without per-iteration conversion
 from __future__ import annotations
 
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma_accumulator, warpgroup_mma_init
 
 from . import layouts
 from ._triton_compat import CodeGenerator, GluonSemantic, _is_triton_tensor, gl_core
@@ -56,7 +57,9 @@ class TlxSemantic(GluonSemantic):
 class TlxCodeGenerator(CodeGenerator):
 
     def _find_carries(self, node, liveins, ignore=set()):
-        """Like Triton's, but first give Auto-layout loop inputs the layout the body produces."""
+        """Like Triton's, but first give loop inputs the type the body produces: an Auto-layout input
+        takes the body's concrete layout, and a tensor input becomes an in-flight wgmma accumulator
+        when the body leaves one in flight (an async_dot not yet covered by a wait)."""
         ip, last_loc = self._get_insertion_point_and_loc()
         for _ in range(MAX_CARRY_ROUNDS):
             block = self.builder.create_block()
@@ -65,21 +68,26 @@ class TlxCodeGenerator(CodeGenerator):
             self.visit_compound_statement(node.body)
             self.scf_stack.pop()
             block.erase()
-            changed = {}
-            for name, live in liveins.items():
-                if name in ignore or not _is_triton_tensor(live) or name not in self.lscope:
-                    continue
-                new = self.lscope[name]
-                if _is_triton_tensor(new) and live.type != new.type and _concrete(new) and \
-                        isinstance(getattr(live.type, "layout", None), gl.AutoLayout) and \
-                        live.type.shape == new.type.shape:
-                    changed[name] = new.type.layout
+            changed = {name: self.lscope[name] for name, live in liveins.items()
+                       if name not in ignore and _is_triton_tensor(live) and name in self.lscope
+                       and _carry_fix(live, self.lscope[name]) is not None}
             self.lscope = liveins.copy()
             self.local_defs = {}
             self._set_insertion_point_and_loc(ip, last_loc)
             if not changed:
                 break
-            for name, layout in changed.items():
-                liveins[name] = self.semantic.set_auto_layout(liveins[name], layout)
+            for name, new in changed.items():
+                liveins[name] = _carry_fix(liveins[name], new)(self.semantic)
             self.lscope = liveins.copy()
         return super()._find_carries(node, liveins, ignore)
+
+
+def _carry_fix(live, new):
+    """How to turn loop input `live` into the type of the body's `new`, or None if nothing to do."""
+    if isinstance(new, warpgroup_mma_accumulator) and live.type.shape == new.type.tensor_type.shape:
+        layout = new.type.tensor_type.layout
+        return lambda sem: warpgroup_mma_init(sem.to_layout(live, layout), _semantic=sem)
+    if _is_triton_tensor(new) and live.type != new.type and _concrete(new) and \
+            isinstance(getattr(live.type, "layout", None), gl.AutoLayout) and live.type.shape == new.type.shape:
+        return lambda sem: sem.set_auto_layout(live, new.type.layout)
+    return None
