@@ -56,13 +56,13 @@ def _vector_add(torch, device):
     return (x, y, out, n), (triton.cdiv(n, 1024),), {"BLOCK": 1024}, out, x.double() + y.double()
 
 
-def _gemm(cfg, M=256, N=256, K=256):
+def _gemm(cfg, M=256, N=256, K=256, programs=None):
     def make(torch, device):
         from tlx.kernels import gemm
         a = torch.randn(M, K, device=device, dtype=torch.float16)
         b = torch.randn(K, N, device=device, dtype=torch.float16)
         c = torch.empty(M, N, device=device, dtype=torch.float16)
-        args, grid, meta = gemm.launch_args(a, b, c, cfg)
+        args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=programs)
         return args, grid, meta, c, a.double() @ b.double()
     return make
 
@@ -70,6 +70,9 @@ def _gemm(cfg, M=256, N=256, K=256):
 def cases() -> list[Case]:
     from tlx.kernels import gemm
     ws, pipe = gemm.Config("ws", 128, 128, 64, 2), gemm.Config("pipelined", 128, 128, 64, 2)
+    coop, pingpong = gemm.Config("persistent", 128, 128, 64, 2), gemm.Config("pingpong", 128, 128, 64, 2)
     return [Case("two_task_add", two_task_add, _vector_add),
             Case("gemm pipelined 128x128x64", gemm.matmul_pipelined_kernel, _gemm(pipe), pipe.num_warps),
-            Case("gemm warp-specialized", gemm.matmul_ws_kernel, _gemm(ws), ws.num_warps)]
+            Case("gemm warp-specialized", gemm.matmul_ws_kernel, _gemm(ws), ws.num_warps),
+            Case("gemm persistent cooperative", gemm.matmul_persistent_kernel, _gemm(coop, 384, 384, programs=3)),
+            Case("gemm persistent ping-pong", gemm.matmul_pingpong_kernel, _gemm(pingpong, 384, 384, programs=3))]
