@@ -1,6 +1,8 @@
 """Time tlx attention forward against SDPA (cuDNN and flash backends) side by side on one GPU.
 
 FA3 sizing: B*S = 16384, H*D = 2048.   PYTHONPATH=. python3 bench/attention.py --out FILE
+Feature rows follow (sliding window, softcap, GQA): TFLOP/s counted over the (query, key) pairs
+actually attended, next to the plain kernel on the same shape (and SDPA for GQA).
 """
 from __future__ import annotations
 
@@ -23,6 +25,80 @@ def sdpa(backend):
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return run
+
+
+def attended_pairs(S: int, window, causal: bool) -> int:
+    left, right = window if window is not None else (None, None)
+    right = 0 if causal else right
+    i = torch.arange(S)
+    lo = (i - left).clamp(min=0) if left is not None else torch.zeros_like(i)
+    hi = (i + right).clamp(max=S - 1) if right is not None else torch.full_like(i, S - 1)
+    return int((hi - lo + 1).sum())
+
+
+def feature_reference(q, k, v, causal, window, softcap):
+    """float32 softmax attention with an explicit mask (GQA expanded): for the error column."""
+    g = q.shape[1] // k.shape[1]
+    k, v = k.float().repeat_interleave(g, 1), v.float().repeat_interleave(g, 1)
+    s = q.float() @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    S = q.shape[2]
+    i, j = torch.arange(S, device=q.device)[:, None], torch.arange(S, device=q.device)[None, :]
+    keep = torch.ones(S, S, dtype=torch.bool, device=q.device)
+    left, right = window if window is not None else (None, None)
+    keep &= (j <= i) if causal else True
+    keep &= (j >= i - left) if left is not None else True
+    keep &= (j <= i + right) if right is not None else True
+    return torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ v
+
+
+FEATURES = [  # name, H_kv divisor, causal, window, softcap
+    ("window_1024_causal", 1, True, (1024, None), None), ("window_512_512", 1, False, (512, 512), None),
+    ("softcap_50", 1, False, None, 50.0), ("softcap_50_causal", 1, True, None, 50.0),
+    ("gqa_8", 8, False, None, None), ("gqa_8_causal", 8, True, None, None), ("mqa_causal", 0, True, None, None),
+]
+
+
+def feature_rows(dtype) -> list[dict]:
+    rows = []
+    for name, group, causal, window, softcap in FEATURES:
+        for D, S in ((128, 4096), (128, 16384), (64, 8192)):
+            B, H = 16384 // S, 2048 // D
+            hkv = 1 if group == 0 else H // group
+            q = torch.randn(B, H, S, D, device="cuda", dtype=dtype)
+            k, v = (torch.randn(B, hkv, S, D, device="cuda", dtype=dtype) for _ in range(2))
+            cfg = attention.Config(BN=64 if D > 128 else 128)
+            row = {"feature": name, "D": D, "S": S, "B": B, "H": H, "H_kv": hkv, "causal": causal}
+            flops = 4 * B * H * D * attended_pairs(S, window, causal)
+            runs = {"tlx": lambda: attention.attention(q, k, v, causal=causal, window=window, softcap=softcap,
+                                                       config=cfg),
+                    "tlx_plain": lambda: attention.attention(q, k, v, causal=causal, config=cfg)}
+            if group != 1:
+                runs["flash"] = lambda: sdpa_gqa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
+                runs["cudnn"] = lambda: sdpa_gqa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
+            for impl, fn in runs.items():
+                try:
+                    out = fn()
+                    torch.cuda.synchronize()
+                    if impl == "tlx" and S <= 4096:
+                        ref = feature_reference(q, k, v, causal, window, softcap)
+                        row["tlx_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
+                    ms = do_bench(fn, return_mode="median")
+                    plain_flops = 4 * B * H * D * attended_pairs(S, None, causal)
+                    row[f"{impl}_tflops"] = (flops if impl == "tlx" else plain_flops) / ms / 1e9
+                except Exception as e:   # recorded, never hidden
+                    row[f"{impl}_error"] = f"{type(e).__name__}: {e}"[:200]
+            rows.append(row)
+            print(f"{name:20s} D={D:3d} S={S:5d}  tlx {row.get('tlx_tflops', 0):6.1f}  plain "
+                  f"{row.get('tlx_plain_tflops', 0):6.1f}  flash {row.get('flash_tflops', 0):6.1f}  "
+                  f"err {row.get('tlx_rel_err', -1):.1e}", flush=True)
+    return rows
+
+
+def sdpa_gqa(backend, q, k, v, causal):
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
 
 
 def main():
@@ -70,6 +146,7 @@ def main():
                       f"cudnn {row.get('cudnn_tflops', 0):6.1f}  flash {row.get('flash_tflops', 0):6.1f}  "
                       f"ratio {row.get('ratio_cudnn', float('nan')):.3f}  err {row.get('tlx_rel_err', -1):.1e}",
                       flush=True)
+    rows += feature_rows(dtype)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "date": datetime.date.today().isoformat(), "dtype": args.dtype, "timer": "do_bench median"}
     ratios = [r["ratio_cudnn"] for r in rows if "ratio_cudnn" in r]

@@ -34,3 +34,105 @@ def test_attention_matches_reference(dtype, D, S, causal, layout, hkv, pingpong)
     if causal:
         scores = scores.masked_fill(torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
     assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3
+
+
+# -- features (issue 5): fresh random data, poisoned outputs, float32 references with explicit masks ------
+
+from tests.test_attention_features import (alibi, alibi_ref, every_third, every_third_ref, reference,  # noqa: E402
+                                           varlen_reference)
+
+import tlx.ops  # noqa: E402
+
+
+def run_gpu(q, k, v, config=None, **kw):
+    out = torch.full_like(q, float("nan"))
+    lse_wanted = kw.get("activation", "softmax") == "softmax"
+    res = attention.attention(q, k, v, config=config, out=out, return_lse=lse_wanted, **kw)
+    torch.cuda.synchronize()
+    return res if lse_wanted else (res, None)
+
+
+def check_gpu(out, lse, ref, ref_lse):
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) <= 1e-2
+    if ref_lse is not None:
+        finite = torch.isfinite(ref_lse)
+        assert torch.equal(torch.isinf(lse), ~finite)
+        assert rel_err(lse[finite], ref_lse[finite]) <= 1e-3
+
+
+def rand(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+@pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])
+@pytest.mark.parametrize("D,window,causal", [(64, (256, 256), False), (128, (512, None), True),
+                                             (128, (None, 100), False), (256, (300, 0), False), (64, (0, 0), False)])
+def test_sliding_window(D, window, causal, pingpong):
+    B, H, S = 2, 4, 2048
+    q, k, v = rand(B, H, S, D), rand(B, 2, S, D), rand(B, 2, S, D)
+    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong)
+    out, lse = run_gpu(q, k, v, cfg, causal=causal, window=window)
+    check_gpu(out, lse, *reference(q, k, v, causal=causal, window=window, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("hkv", [1, 2], ids=["mqa", "gqa"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_gqa_mqa(hkv, layout):
+    B, H, S, D = 2, 8, 1024, 128
+    q, k, v = rand(B, H, S, D), rand(B, hkv, S, D), rand(B, hkv, S, D)
+    t = (lambda x: x.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda x: x)
+    out, lse = run_gpu(t(q), t(k), t(v), causal=True, layout=layout)
+    ref, ref_lse = reference(q, k, v, causal=True, dtype=torch.float32)
+    check_gpu(out.transpose(1, 2) if layout == "bshd" else out, lse, ref, ref_lse)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_softcap(dtype, causal):
+    q, k, v = rand(2, 4, 1024, 128, dtype=dtype) * 2, rand(2, 4, 1024, 128, dtype=dtype), rand(2, 4, 1024, 128,
+                                                                                               dtype=dtype)
+    out, lse = run_gpu(q, k, v, causal=causal, softcap=20.0)
+    check_gpu(out, lse, *reference(q, k, v, causal=causal, softcap=20.0, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])
+def test_score_mod_and_mask_mod(pingpong):
+    q, k, v = rand(2, 4, 1024, 64), rand(2, 4, 1024, 64), rand(2, 4, 1024, 64)
+    cfg = attention.Config(PINGPONG=pingpong)
+    out, lse = run_gpu(q, k, v, cfg, causal=True, score_mod=alibi)
+    check_gpu(out, lse, *reference(q, k, v, causal=True, score_mod=alibi_ref, dtype=torch.float32))
+    out, lse = run_gpu(q, k, v, cfg, mask_mod=every_third)
+    check_gpu(out, lse, *reference(q, k, v, mask_mod=every_third_ref, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_activation(activation, causal):
+    q, k, v = rand(2, 4, 1024, 128), rand(2, 4, 1024, 128), rand(2, 4, 1024, 128)
+    out, _ = run_gpu(q, k, v, causal=causal, activation=activation, scale=0.02)
+    check_gpu(out, None, *reference(q, k, v, causal=causal, activation=activation, scale=0.02, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("kw", [dict(), dict(causal=True), dict(window=(200, 50), softcap=10.0),
+                                dict(activation="silu", scale=0.02)], ids=["plain", "causal", "window", "silu"])
+def test_varlen(D, kw):
+    lens_q, lens_k = [1, 300, 0, 1000, 129, 64], [5, 300, 17, 900, 0, 1500]
+    cu_q = torch.tensor([0] + lens_q, device="cuda").cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0] + lens_k, device="cuda").cumsum(0).to(torch.int32)
+    q = rand(int(cu_q[-1]), 8, D)
+    k, v = rand(int(cu_k[-1]), 2, D), rand(int(cu_k[-1]), 2, D)
+    cfg = attention.Config(BN=64 if D > 128 else 128)
+    out, lse = run_gpu(q, k, v, cfg, layout="thd", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **kw)
+    check_gpu(out, lse, *varlen_reference(q, k, v, cu_q, cu_k, dtype=torch.float32, **kw))
+
+
+def test_torch_op_and_compile():
+    q, k, v = rand(2, 8, 1024, 128), rand(2, 2, 1024, 128), rand(2, 2, 1024, 128)
+    out = tlx.ops.attention(q, k, v, causal=True, window=(256, None), softcap=30.0)
+    ref, _ = reference(q, k, v, causal=True, window=(256, None), softcap=30.0, dtype=torch.float32)
+    assert rel_err(out, ref) <= 1e-2
+    compiled = torch.compile(lambda a, b, c: tlx.ops.attention(a, b, c, causal=True, window=(256, None),
+                                                               softcap=30.0), fullgraph=True)
+    assert rel_err(compiled(q, k, v), ref) <= 1e-2

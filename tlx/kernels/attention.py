@@ -8,8 +8,21 @@ memory, online softmax in registers (exp2, scale folded into log2 domain), O += 
 wgmma from registers. Both consumers release a K/V stage (arrive_count=2). The output goes back
 through Q's shared buffer (Q is dead by then) with a TMA store; LSE (natural log) per row.
 
+Features, each behind a constexpr switch so the plain path compiles to the same loop as before:
+- masks: causal is the window (left, 0); a window (left, right) lets query i attend keys
+  i-left <= j <= i+right. The program's K/V block range [lo, hi) is computed before the task
+  region, so the producer and both consumers agree on the count; each consumer splits it into
+  masked boundary blocks [lo, a) and [z, hi) and unmasked blocks [a, z).
+- softcap (cap * tanh(s / cap), tanh through exp2), user `score_mod` / `mask_mod` (@tlx.jit
+  functions passed as constexprs, called on the [64, BN] tile with broadcastable index tensors).
+- variable lengths ("thd", cu_seqlens): a tile past its sequence's end returns at once; keys past
+  the sequence's end (neighbouring rows a TMA box reads) are masked; a tile cut by the end stores
+  its rows with masked pointer stores, so it never writes into the next sequence.
+- ACTIVATION "gelu" / "silu": O = act(scale * Q K^T) V, no normalization and no LSE.
+
 Tensors are addressed as 2-D row-major views: layout "bhsd" views [B*H*S, D]; "bshd" views
-[B*S, H*D] (head h at column h*D). S must be a multiple of the block sizes (checked).
+[B*S, H*D] (head h at column h*D); "thd" views [total, H*D]. Fixed-length S must be a multiple
+of the block sizes (checked).
 """
 from __future__ import annotations
 
@@ -26,13 +39,97 @@ LOG2E = 1.4426950408889634
 
 
 @tlx.jit
-def attention_block(j, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, rows, qk_scale,
-                    cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, MASK: tl.constexpr,
-                    PINGPONG: tl.constexpr):
-    """One K/V block for one consumer: S = Q K^T, online softmax, O += P V; releases the stage.
-    PINGPONG: the two consumers take turns at the tensor cores (named barriers 8 and 9), so one
-    group's softmax overlaps the other's wgmma."""
-    s, p = tlx.warp_spec.get_bufidx_phase(j, STAGES)
+def kv_block_range(m0, kv_len, win_l, win_r, BM: tl.constexpr, BN: tl.constexpr, BOUND_L: tl.constexpr,
+                   BOUND_R: tl.constexpr):
+    """[lo, hi): the K/V blocks any of the tile's BM query rows may attend. Computed once, before the
+    task region, so the producer and both consumers iterate the same blocks."""
+    lo = 0
+    hi = kv_len
+    if BOUND_L:
+        lo = tl.maximum(m0 - win_l, 0) // BN
+    if BOUND_R:
+        hi = tl.minimum(m0 + BM + win_r, kv_len)
+    return lo, tl.maximum(tl.cdiv(hi, BN), lo)
+
+
+@tlx.jit
+def unmasked_range(r0, lo, hi, kv_len, win_l, win_r, HALF: tl.constexpr, BN: tl.constexpr,
+                   BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, MASK_MOD: tl.constexpr):
+    """[a, z) inside [lo, hi): the blocks where every (row, key) pair of one consumer's rows
+    r0..r0+HALF-1 is kept, so they skip the mask. [lo, a) and [z, hi) are the masked edges."""
+    a = lo
+    z = kv_len // BN                                       # a block past the sequence end needs the mask
+    if BOUND_L:
+        a = tl.cdiv(tl.maximum(r0 + HALF - 1 - win_l, 0), BN)   # starts at or after the last row's left edge
+    if BOUND_R:
+        z = tl.minimum(z, (r0 + win_r + 1) // BN)          # ends at or before the first row's right edge
+    if MASK_MOD is not None:
+        z = a                                              # a user mask can cut any block
+    a = tl.minimum(tl.maximum(a, lo), hi)
+    return a, tl.minimum(tl.maximum(z, a), hi)
+
+
+@tlx.jit
+def transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN: tl.constexpr, SOFTCAP: tl.constexpr,
+                     SCORE_MOD: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The score tile: log2 units for softmax (exp2 follows), natural units for other activations.
+    Softcap and score_mod act on natural-unit scores."""
+    if SOFTCAP or SCORE_MOD is not None or ACTIVATION != "softmax":
+        s = qk * sm_scale
+        if SOFTCAP:                                        # cap * tanh(s / cap), tanh(x) = 1 - 2 / (e^2x + 1)
+            e2x = tl.exp2(s * (2.0 * LOG2E / softcap))
+            s = softcap * (1.0 - 2.0 / (e2x + 1.0))
+        if SCORE_MOD is not None:
+            rows = r0 + tl.arange(0, qk.shape[0])
+            cols = j * BN + tl.arange(0, BN)
+            s = SCORE_MOD(s, b, h, rows[:, None], cols[None, :])
+        if ACTIVATION == "softmax":
+            s = s * LOG2E
+    else:
+        s = qk * (sm_scale * LOG2E)
+    return s
+
+
+@tlx.jit
+def apply_mask(x, fill, j, r0, kv_len, b, h, win_l, win_r, BN: tl.constexpr, BOUND_L: tl.constexpr,
+               BOUND_R: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr):
+    """`x` where the (row, key) pair counts (inside the sequence, the window, mask_mod), else `fill`.
+    (Helpers take and return layout-carrying tiles only: Gluon cannot inline a nested helper that
+    takes an Auto-layout tensor.)"""
+    rows = r0 + tl.arange(0, x.shape[0])
+    cols = j * BN + tl.arange(0, BN)
+    keep = True                                            # fixed lengths: S is a multiple of BN
+    if VARLEN:
+        keep = keep & (cols[None, :] < kv_len)
+    if BOUND_L:
+        keep = keep & (cols[None, :] >= rows[:, None] - win_l)
+    if BOUND_R:
+        keep = keep & (cols[None, :] <= rows[:, None] + win_r)
+    if MASK_MOD is not None:
+        keep = keep & MASK_MOD(b, h, rows[:, None], cols[None, :])
+    return tl.where(keep, x, fill)
+
+
+@tlx.jit
+def activate(s, ACTIVATION: tl.constexpr):
+    """Generalized attention's elementwise activation (no normalization)."""
+    if ACTIVATION == "gelu":
+        p = 0.5 * s * (1.0 + tl.erf(s * 0.7071067811865476))
+    else:                                                  # silu
+        p = s / (1.0 + tl.exp(-s))
+    return p
+
+
+@tlx.jit
+def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
+                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                    MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                    SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
+                    ACTIVATION: tl.constexpr):
+    """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
+    online softmax or activation, O += P V; releases the stage. PINGPONG: the two consumers take turns
+    at the tensor cores (named barriers 8 and 9), so one group's softmax overlaps the other's wgmma."""
+    s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     if PINGPONG:
         tlx.named_barrier_wait(8 + cid, 256)
@@ -40,36 +137,139 @@ def attention_block(j, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i
     qk = tlx.async_dot_wait(0, qk)
     if PINGPONG:
         tlx.named_barrier_arrive(9 - cid, 256)
-    qk = qk * qk_scale
-    if MASK:
-        cols = j * BN + tl.arange(0, BN)
-        qk = tl.where(cols[None, :] <= rows[:, None], qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    prob = tl.exp2(qk - m_new[:, None])
-    alpha = tl.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(prob, 1)
-    acc = acc * alpha[:, None]
+    qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, ACTIVATION)
+    if ACTIVATION == "softmax":
+        if MASK:
+            qk = apply_mask(qk, float("-inf"), j, r0, kv_len, b, h, win_l, win_r, BN, BOUND_L, BOUND_R,
+                            MASK_MOD, VARLEN)
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        if MASK and (BOUND_L or MASK_MOD is not None or VARLEN):
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)   # a row kept nothing yet: no -inf - -inf
+        else:
+            m_use = m_new
+        prob = tl.exp2(qk - m_use[:, None])
+        alpha = tl.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(prob, 1)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+    else:
+        prob = activate(qk, ACTIVATION)
+        if MASK:
+            prob = apply_mask(prob, 0.0, j, r0, kv_len, b, h, win_l, win_r, BN, BOUND_L, BOUND_R, MASK_MOD,
+                              VARLEN)
     tlx.barrier_wait(v_full[s], p)
     acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(kv_empty[s])
-    return m_new, l_i, acc
+    return m_i, l_i, acc
 
 
 @tlx.jit
-def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, S, H, KV_GROUP,
-                         ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H,
+def store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, HALF: tl.constexpr, D: tl.constexpr):
+    """The first n_valid rows of `buf` to o[row.., col..] with masked pointer stores, 16 rows at a time
+    (a 64-bit pointer per element: a whole 64-row tile of them would not fit in registers)."""
+    CHUNK: tl.constexpr = 16
+    for c0 in tl.static_range(0, HALF, CHUNK):
+        vals = tlx.local_load(tlx.local_slice(buf, [c0, 0], [CHUNK, D]))
+        r = c0 + tl.arange(0, CHUNK)
+        offs = (row + r).to(tl.int64)[:, None] * O_STRIDE + col + tl.arange(0, D)[None, :]
+        tl.store(o_ptr + offs, vals, mask=(r < n_valid)[:, None])
+
+
+@tlx.jit
+def store_output(out, o_desc, o_ptr, buf, row, col, n_valid, O_STRIDE, HALF: tl.constexpr, D: tl.constexpr,
+                 VARLEN: tl.constexpr):
+    """Output rows through Q's shared buffer (Q is dead). A tile cut by its sequence's end takes masked
+    pointer stores: a TMA box would overwrite the next sequence's rows."""
+    tlx.local_store(buf, out)
+    tlx.fence_async_shared()
+    if VARLEN:
+        if n_valid < HALF:
+            store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, HALF, D)
+        else:
+            tlx.async_descriptor_store(o_desc, buf, [row, col])
+    else:
+        tlx.async_descriptor_store(o_desc, buf, [row, col])
+    tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
+def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constexpr):
+    """(first q row, q length, first k row, k length) of sequence b: from the prefix sums (packed
+    "thd"), or fixed lengths at b * ROW_B."""
+    if VARLEN:
+        q_start = tl.load(cu_q + b)
+        q_len = tl.load(cu_q + b + 1) - q_start
+        k_start = tl.load(cu_k + b)
+        kv_len = tl.load(cu_k + b + 1) - k_start
+    else:
+        q_start = b * ROW_B
+        q_len = S_Q
+        k_start = b * KV_ROW_B
+        kv_len = S_K
+    return q_start, q_len, k_start, kv_len
+
+
+@tlx.jit
+def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, b, h, kv_len, sm_scale, softcap,
+                   win_l, win_r, cid: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr, BN: tl.constexpr,
+                   STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                   SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
+                   ACTIVATION: tl.constexpr):
+    """One consumer's pass over K/V blocks [lo, hi): masked left edge, unmasked inside, masked right
+    edge (diagonal, sequence end). Returns (row max, row sum, acc); the edge loops exist only when a
+    mask can apply."""
+    if ACTIVATION == "softmax":                                      # running row max and sum
+        m_i = tl.full((HALF,), float("-inf"), tl.float32)
+        l_i = tl.zeros((HALF,), tl.float32)
+    else:                                                            # none (an unused tile has no layout)
+        m_i = 0.0
+        l_i = 0.0
+    acc = tl.zeros((HALF, D), tl.float32)
+    if PINGPONG:
+        if cid == 1:
+            tlx.named_barrier_arrive(8, 256)                         # consumer 0 goes first
+    a, z = unmasked_range(r0, lo, hi, kv_len, win_l, win_r, HALF, BN, BOUND_L, BOUND_R, MASK_MOD)
+    if BOUND_L or MASK_MOD is not None:
+        for j in range(lo, a):
+            m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
+                                            STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
+                                            MASK_MOD, VARLEN, ACTIVATION)
+    for j in range(a, z):
+        m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
+                                        r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN, STAGES, False,
+                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION)
+    if BOUND_R or VARLEN or MASK_MOD is not None:
+        for j in range(z, hi):
+            m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
+                                            STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
+                                            MASK_MOD, VARLEN, ACTIVATION)
+    return m_i, l_i, acc
+
+
+@tlx.jit
+def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
+                         S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE,
                          D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                         CAUSAL: tl.constexpr, PINGPONG: tl.constexpr):
+                         PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                         SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
+                         VARLEN: tl.constexpr, ACTIVATION: tl.constexpr):
     HALF: tl.constexpr = BM // 2
-    m0 = tl.program_id(0) * BM
+    m0 = tl.program_id(0) * BM                             # first query row, inside the sequence
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
     hk = h // KV_GROUP
-    q_row = b * ROW_B + h * ROW_H + m0
+    q_start, q_len, k_start, kv_len = sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)
+    if VARLEN:
+        if m0 >= q_len:                                    # the grid covers the longest sequence
+            return
+    lse_row = h * S_Q + q_start if VARLEN else bh * S_Q    # LSE: [H, total_q] packed, else [B, H, S]
+    q_row = q_start + h * ROW_H + m0
     q_col = h * COL_H
-    kv_row = b * KV_ROW_B + hk * KV_ROW_H
+    kv_row = k_start + hk * KV_ROW_H
     kv_col = hk * KV_COL_H
     dtype = tlx.dtype_of(q_desc)
     q_bufs = tlx.local_alloc((HALF, D), dtype, 2)
@@ -79,18 +279,14 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, S, H
     k_full = tlx.alloc_barriers(STAGES)
     v_full = tlx.alloc_barriers(STAGES)
     kv_empty = tlx.alloc_barriers(STAGES, arrive_count=2)
-    if CAUSAL:
-        hi = tl.minimum(m0 + BM, S)
-    else:
-        hi = S
-    n_blocks = tl.cdiv(hi, BN)
+    lo, hi = kv_block_range(m0, kv_len, win_l, win_r, BM, BN, BOUND_L, BOUND_R)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             for c in tl.static_range(2):
                 tlx.barrier_expect_bytes(q_full[c], HALF * D * tlx.size_of(dtype))
                 tlx.async_descriptor_load(q_desc, q_bufs[c], [q_row + c * HALF, q_col], q_full[c])
-            for j in range(n_blocks):
-                s, p = tlx.warp_spec.get_bufidx_phase(j, STAGES)
+            for j in range(lo, hi):
+                s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)
                 tlx.barrier_wait(kv_empty[s], p ^ 1)
                 tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(dtype))
                 tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
@@ -99,29 +295,24 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, S, H
         with tlx.async_task(num_warps=4, registers=240, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
             tlx.barrier_wait(q_full[cid], 0)
-            m_i = tl.full((HALF,), float("-inf"), tl.float32)
-            l_i = tl.zeros((HALF,), tl.float32)
-            acc = tl.zeros((HALF, D), tl.float32)
-            rows = m0 + cid * HALF + tl.arange(0, HALF)
-            if PINGPONG:
-                if cid == 1:
-                    tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
-            if CAUSAL:
-                n_free = (m0 + cid * HALF + 1) // BN                     # blocks left of the diagonal
+            r0 = m0 + cid * HALF
+            m_i, l_i, acc = consume_blocks(q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, b, h,
+                                           kv_len, sm_scale, softcap, win_l, win_r, cid, HALF, D, BN, STAGES,
+                                           PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
+                                           ACTIVATION)
+            if ACTIVATION == "softmax":
+                out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]      # a fully masked row: 0, LSE -inf
             else:
-                n_free = n_blocks
-            for j in range(0, n_free):
-                m_i, l_i, acc = attention_block(j, q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, m_i,
-                                                l_i, acc, rows, qk_scale, cid, BN, STAGES, False, PINGPONG)
-            for j in range(n_free, n_blocks):                            # the diagonal: masked
-                m_i, l_i, acc = attention_block(j, q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, m_i,
-                                                l_i, acc, rows, qk_scale, cid, BN, STAGES, True, PINGPONG)
-            out = acc / l_i[:, None]
-            tlx.local_store(q_bufs[cid], out.to(dtype))                  # Q is dead: reuse its buffer
-            tlx.fence_async_shared()
-            tlx.async_descriptor_store(o_desc, q_bufs[cid], [q_row + cid * HALF, q_col])
-            tl.store(lse_ptr + bh * S + rows, (m_i + tl.log2(l_i)) / 1.4426950408889634)
-            tlx.async_descriptor_store_wait(0)
+                out = acc
+            store_output(out.to(dtype), o_desc, o_ptr, q_bufs[cid], q_row + cid * HALF, q_col, q_len - r0, O_STRIDE,
+                         HALF, D, VARLEN)
+            if ACTIVATION == "softmax":
+                rows = r0 + tl.arange(0, HALF)
+                lse = (m_i + tl.log2(l_i)) / LOG2E
+                if VARLEN:
+                    tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
+                else:
+                    tl.store(lse_ptr + lse_row + rows, lse)
 
 
 @dataclass(frozen=True)
@@ -137,75 +328,219 @@ def default_config(D: int) -> Config:
     return Config(BN=64) if D > 128 else Config()
 
 
-LAYOUTS = ("bhsd", "bshd")
+LAYOUTS = ("bhsd", "bshd", "thd")
+ACTIVATIONS = ("softmax", "gelu", "silu")
 
 
-def check_inputs(q, k, v, layout: str) -> tuple[int, int, int, int, int]:
-    """(B, H, H_kv, S, D), after checking everything the kernel assumes."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"tlx.attention: 'layout' must be one of {LAYOUTS}, got {layout!r}")
+def _error(msg: str) -> ValueError:
+    return ValueError(f"tlx.attention: {msg}")
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a call computes beyond plain softmax attention; checked on construction.
+    window: (left, right), query i attends keys i-left <= j <= i+right, None = unbounded on that side.
+    Causal is the window's right side at 0 (top-left aligned, also for variable lengths)."""
+    causal: bool = False
+    window: tuple | None = None
+    softcap: float | None = None
+    score_mod: object = None
+    mask_mod: object = None
+    activation: str = "softmax"
+
+    def __post_init__(self):
+        w = self.window
+        if w is not None and (not isinstance(w, (tuple, list)) or len(w) != 2 or not all(
+                x is None or (isinstance(x, int) and not isinstance(x, bool) and x >= 0) for x in w)):
+            raise _error(f"'window' must be None or (left, right) with each side a non-negative int or None, got {w!r}")
+        if self.softcap is not None and (isinstance(self.softcap, bool) or not isinstance(self.softcap, (int, float))
+                                         or not self.softcap > 0):
+            raise _error(f"'softcap' must be None or a positive number, got {self.softcap!r}")
+        for name in ("score_mod", "mask_mod"):
+            fn = getattr(self, name)
+            if fn is not None and not isinstance(fn, tlx.TlxKernel):
+                raise _error(f"'{name}' must be a @tlx.jit function, got {type(fn).__name__}")
+        if self.activation not in ACTIVATIONS:
+            raise _error(f"'activation' must be one of {ACTIVATIONS}, got {self.activation!r}")
+
+    def bounds(self) -> tuple[int | None, int | None]:
+        """(left, right) window bounds with causal folded in (None: unbounded)."""
+        left, right = self.window if self.window is not None else (None, None)
+        if self.causal:
+            right = 0
+        return left, right
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Sizes of one call. Fixed lengths: S_q = S_k = S. "thd": S_q, S_k are the packed row counts."""
+    B: int
+    H: int
+    H_kv: int
+    S_q: int
+    S_k: int
+    D: int
+    varlen: bool
+
+
+def _check_tensors(q, k, v, layout: str) -> None:
+    dims = 3 if layout == "thd" else 4
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4:
-            raise ValueError(f"tlx.attention: '{name}' must be 4-D [{layout.upper()}], got shape {tuple(t.shape)}")
-        if t.dtype not in (q.dtype,) or str(t.dtype) not in ("torch.float16", "torch.bfloat16"):
-            raise ValueError(f"tlx.attention: q, k, v must all be float16 or bfloat16, got {q.dtype}, {k.dtype}, "
-                             f"{v.dtype}")
+        if t.dim() != dims:
+            raise _error(f"'{name}' must be {dims}-D [{layout.upper()}] for layout {layout!r}, got shape "
+                         f"{tuple(t.shape)}")
+        if t.dtype != q.dtype or str(t.dtype) not in ("torch.float16", "torch.bfloat16"):
+            raise _error(f"q, k, v must all be float16 or bfloat16, got {q.dtype}, {k.dtype}, {v.dtype}")
         if t.device != q.device:
-            raise ValueError(f"tlx.attention: q, k, v must be on one device, got {q.device}, {t.device}")
+            raise _error(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
         if not t.is_contiguous():
-            raise ValueError(f"tlx.attention: '{name}' must be contiguous in layout {layout!r}")
-    if layout == "bhsd":
-        B, H, S, D = q.shape
-        Hk, Sk = k.shape[1], k.shape[2]
+            raise _error(f"'{name}' must be contiguous in layout {layout!r}")
+    if k.shape != v.shape or k.shape[-1] != q.shape[-1] or (dims == 4 and k.shape[0] != q.shape[0]):
+        raise _error(f"k and v must have shape [{'T' if dims == 3 else 'B'}, ..., D] matching q, got "
+                     f"{tuple(k.shape)} and {tuple(v.shape)} for q {tuple(q.shape)}")
+
+
+def _check_cu_seqlens(q, cu_q, cu_k, layout: str) -> None:
+    if layout != "thd":
+        if cu_q is not None or cu_k is not None:
+            raise _error(f"'cu_seqlens_q' / 'cu_seqlens_k' need layout='thd' (packed [total, H, D]), got "
+                         f"layout {layout!r}")
+        return
+    for name, cu in (("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)):
+        if cu is None:
+            raise _error(f"'{name}' must be given for layout 'thd', got None")
+        if cu.dim() != 1 or cu.shape[0] < 2 or str(cu.dtype) != "torch.int32" or cu.device != q.device:
+            raise _error(f"'{name}' must be a 1-D int32 tensor of B+1 >= 2 prefix sums on {q.device}, got shape "
+                         f"{tuple(cu.shape)} {cu.dtype} on {cu.device}")
+    if cu_q.shape != cu_k.shape:
+        raise _error(f"'cu_seqlens_q' and 'cu_seqlens_k' must both hold B+1 entries, got {cu_q.shape[0]} and "
+                     f"{cu_k.shape[0]}")
+
+
+def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> Shape:
+    """Sizes of a call, after checking everything the kernel assumes that needs no tensor data."""
+    if layout not in LAYOUTS:
+        raise _error(f"'layout' must be one of {LAYOUTS}, got {layout!r}")
+    _check_tensors(q, k, v, layout)
+    _check_cu_seqlens(q, cu_seqlens_q, cu_seqlens_k, layout)
+    if layout == "thd":
+        (S, H, D), (Sk, Hk) = q.shape, k.shape[:2]
+        B = cu_seqlens_q.shape[0] - 1
+    elif layout == "bhsd":
+        (B, H, S, D), (Hk, Sk) = q.shape, k.shape[1:3]
     else:
-        B, S, H, D = q.shape
-        Sk, Hk = k.shape[1], k.shape[2]
-    if k.shape != v.shape or k.shape[0] != B or k.shape[-1] != D:
-        raise ValueError(f"tlx.attention: k and v must have shape [B, ..., D] matching q, got {tuple(k.shape)} and "
-                         f"{tuple(v.shape)} for q {tuple(q.shape)}")
+        (B, S, H, D), (Sk, Hk) = q.shape, k.shape[1:3]
     if D not in (64, 128, 256):
-        raise ValueError(f"tlx.attention: head dim must be 64, 128 or 256, got {D}")
-    if H % Hk:
-        raise ValueError(f"tlx.attention: query heads ({H}) must be a multiple of key/value heads ({Hk}) for GQA")
-    if Sk != S:
-        raise ValueError(f"tlx.attention: key length {Sk} must equal query length {S} (cross-attention lengths "
-                         "are not supported yet)")
-    cfg = default_config(D)
-    if S % cfg.BM or S % cfg.BN:
-        raise ValueError(f"tlx.attention: sequence length must be a multiple of {max(cfg.BM, cfg.BN)}, got {S}")
-    return B, H, Hk, S, D
+        raise _error(f"head dim must be 64, 128 or 256, got {D}")
+    if Hk == 0 or H % Hk:
+        raise _error(f"query heads ({H}) must be a multiple of key/value heads ({Hk}) for GQA/MQA")
+    if layout != "thd":
+        if Sk != S:
+            raise _error(f"key length {Sk} must equal query length {S} (use layout='thd' with cu_seqlens for "
+                         "other lengths)")
+        cfg = default_config(D)
+        if S % cfg.BM or S % cfg.BN:
+            raise _error(f"sequence length must be a multiple of {max(cfg.BM, cfg.BN)}, got {S} (use layout='thd' "
+                         "with cu_seqlens for other lengths)")
+    return Shape(B, H, Hk, S, Sk, D, layout == "thd")
 
 
-def launch_args(q, k, v, o, lse, causal: bool, scale: float, layout: str, cfg: Config | None = None):
-    B, H, Hk, S, D = check_inputs(q, k, v, layout)
-    cfg = cfg or default_config(D)
-    half = cfg.BM // 2
-    if layout == "bhsd":
-        q2, k2, v2, o2 = (t.reshape(-1, D) for t in (q, k, v, o))
-        strides = (H * S, S, 0, Hk * S, S, 0)
+def check_seqlens(cu_seqlens_q, cu_seqlens_k, shape: Shape) -> int:
+    """The longest query sequence, after checking the prefix sums' values (reads them: one device sync)."""
+    longest = 0
+    for name, cu, total in (("cu_seqlens_q", cu_seqlens_q, shape.S_q), ("cu_seqlens_k", cu_seqlens_k, shape.S_k)):
+        vals = cu.tolist()
+        lengths = [b - a for a, b in zip(vals, vals[1:])]
+        if vals[0] != 0 or min(lengths) < 0 or vals[-1] != total:
+            raise _error(f"'{name}' must rise monotonically from 0 to the packed length {total}, got {vals}")
+        if name == "cu_seqlens_q":
+            longest = max(lengths)
+    return longest
+
+
+def device_function(fn, backend: str | None):
+    """A user @tlx.jit score_mod/mask_mod in the form the backend calls as a constexpr argument.
+    (The frontend resolves @tlx.jit globals, not constexpr arguments; see the report.)"""
+    if fn is None:
+        return None
+    import os
+    if (backend or os.environ.get("TLX_BACKEND", "gluon")) == "sim":
+        from tlx.sim.executor import resolve
     else:
-        q2, o2 = q.reshape(B * S, H * D), o.reshape(B * S, H * D)
-        k2, v2 = k.reshape(B * S, Hk * D), v.reshape(B * S, Hk * D)
-        strides = (S, 0, D, S, 0, D)
+        from tlx.gluon.scope import resolve
+    return resolve(fn)
+
+
+def _views(q, k, v, o, shape: Shape, layout: str):
+    """2-D row-major views of q, k, v, o and the row/column strides the kernel addresses them with:
+    (ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE)."""
+    B, H, Hk, S, D = shape.B, shape.H, shape.H_kv, shape.S_q, shape.D
+    if layout == "bhsd":
+        return [t.reshape(-1, D) for t in (q, k, v, o)], (H * S, S, 0, Hk * S, S, 0, D)
+    views = [q.reshape(-1, H * D), k.reshape(-1, Hk * D), v.reshape(-1, Hk * D), o.reshape(-1, H * D)]
+    rows_per_batch = 0 if layout == "thd" else S            # "thd": rows start at cu_seqlens
+    return views, (rows_per_batch, 0, D, rows_per_batch, 0, D, H * D)
+
+
+def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
+                features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
+                backend: str | None = None):
+    """Kernel arguments, grid and constexprs of one launch (the simulator and the GPU share them).
+    Unused pointers (LSE without softmax, cu_seqlens with fixed lengths) get `o`: never read."""
+    shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
+    cfg = cfg or default_config(shape.D)
+    (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
+    half, D = cfg.BM // 2, shape.D
     descs = [tlx.TensorDescriptor.from_tensor(q2, [half, D]), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
              tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, [half, D])]
-    args = (*descs, lse, scale * 1.4426950408889634, S, H, H // Hk, *strides)
-    grid = (S // cfg.BM, B * H)
-    return args, grid, dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, CAUSAL=bool(causal),
-                            PINGPONG=cfg.PINGPONG), cfg
+    left, right = features.bounds()
+    cu_q, cu_k = (cu_seqlens_q, cu_seqlens_k) if shape.varlen else (o, o)
+    args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
+            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides)
+    rows = max_seqlen_q if shape.varlen else shape.S_q
+    grid = (triton.cdiv(rows, cfg.BM), shape.B * shape.H)
+    meta = dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, PINGPONG=cfg.PINGPONG, BOUND_L=left is not None,
+                BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
+                SCORE_MOD=device_function(features.score_mod, backend),
+                MASK_MOD=device_function(features.mask_mod, backend), VARLEN=shape.varlen,
+                ACTIVATION=features.activation)
+    return args, grid, meta, cfg
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, layout: str = "bhsd",
-              backend: str | None = None, return_lse: bool = False, config: Config | None = None):
-    """softmax(q k^T * scale [+ causal mask]) v; q [B, H, S, D] (or [B, S, H, D] with layout="bshd")."""
+              backend: str | None = None, return_lse: bool = False, config: Config | None = None, *,
+              window=None, softcap: float | None = None, score_mod=None, mask_mod=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, activation: str = "softmax", out=None):
+    """act(q k^T * scale [+ masks]) v. softmax (default) normalizes and can return the LSE; "gelu"/"silu"
+    do not. q [B, H, S, D] (layout "bshd": [B, S, H, D]; "thd": packed [total, H, D] with cu_seqlens).
+    LSE: [B, H, S] (natural log), [H, total_q] for "thd"; -inf for a row that attends nothing (its
+    output row is 0). `out`: an optional output tensor shaped like q."""
     import torch
-    D = q.shape[-1]
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    o = torch.empty_like(q)
-    B, H, S = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
-    lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
-    args, grid, meta, cfg = launch_args(q, k, v, o, lse, causal, scale, layout, config)   # o, lse are new
-    attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
+    features = Features(bool(causal), window, softcap, score_mod, mask_mod, activation)
+    if return_lse and activation != "softmax":
+        raise _error(f"'return_lse' needs activation='softmax' (no normalization otherwise), got {activation!r}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise _error(f"'scale' must be None or a number, got {scale!r}")
+    shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
+    if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device
+                            or not out.is_contiguous()):
+        raise _error(f"'out' must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)} on {q.device}, got "
+                     f"{out.dtype} {tuple(out.shape)} on {out.device}")
+    longest = check_seqlens(cu_seqlens_q, cu_seqlens_k, shape) if shape.varlen else 0
+    scale = 1.0 / math.sqrt(shape.D) if scale is None else float(scale)
+    o = torch.empty_like(q) if out is None else out
+    lse = None
+    if activation == "softmax":
+        lse_shape = (shape.H, shape.S_q) if shape.varlen else (shape.B, shape.H, shape.S_q)
+        lse = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
+    args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
+                                        cu_seqlens_k, longest, backend)
+    if grid[0] > 0:
+        attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
+    else:                                                  # every query sequence is empty
+        o.zero_()
+        if lse is not None:
+            lse.fill_(float("-inf"))
     return (o, lse) if return_lse else o
 
 
@@ -214,4 +549,5 @@ def tflops(B: int, H: int, S: int, D: int, causal: bool, ms: float) -> float:
     return flops / ms / 1e9
 
 
-__all__ = ["attention", "attention_fwd_kernel", "Config", "launch_args", "tflops", "triton", "ConfigRejected"]
+__all__ = ["attention", "attention_fwd_kernel", "check_inputs", "check_seqlens", "Config", "Features", "launch_args",
+           "Shape", "tflops", "triton", "ConfigRejected"]

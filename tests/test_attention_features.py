@@ -1,0 +1,324 @@
+"""Attention features on the CPU simulator against a float64 reference built with explicit masks:
+sliding windows, GQA/MQA, softcap, score_mod / mask_mod, variable lengths, gelu/silu activations;
+compile reports of each variant; input errors."""
+import math
+import re
+
+import pytest
+import torch
+import triton.language as tl
+
+import tlx
+import tlx.ops
+from tlx.kernels import attention
+
+F16 = torch.float16
+# a row that attends nothing has LSE log2(0) = -inf on purpose (numpy warns on the simulator)
+pytestmark = pytest.mark.filterwarnings("ignore:divide by zero encountered in log2:RuntimeWarning")
+
+
+# -- user functions fused into the kernel (and their torch twins for the reference) ------------------
+
+@tlx.jit
+def alibi(score, b, h, q_idx, kv_idx):
+    return score - (h + 1) * 0.125 * tl.abs(q_idx - kv_idx).to(tl.float32)
+
+
+def alibi_ref(score, b, h, i, j):
+    return score - (h + 1) * 0.125 * (i - j).abs()
+
+
+@tlx.jit
+def every_third(b, h, q_idx, kv_idx):
+    return (q_idx + kv_idx) % 3 != 1
+
+
+def every_third_ref(b, h, i, j):
+    return (i + j) % 3 != 1
+
+
+@tlx.jit
+def strictly_past(b, h, q_idx, kv_idx):
+    return kv_idx < q_idx                                  # row 0 attends nothing
+
+
+def strictly_past_ref(b, h, i, j):
+    return j < i
+
+
+# -- reference ---------------------------------------------------------------------------------------
+
+def reference(q, k, v, causal=False, window=None, scale=None, softcap=None, score_mod=None, mask_mod=None,
+              activation="softmax", batch0=0, dtype=torch.float64):
+    """(out, lse) in `dtype` for bhsd q, k, v; masks built explicitly over (b, h, i, j)."""
+    B, H, S, D = q.shape
+    Sk, g, dev = k.shape[2], H // k.shape[1], q.device
+    kd, vd = k.to(dtype).repeat_interleave(g, 1), v.to(dtype).repeat_interleave(g, 1)
+    s = q.to(dtype) @ kd.transpose(-1, -2) * (scale or 1 / math.sqrt(D))
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    b = batch0 + torch.arange(B, device=dev).view(B, 1, 1, 1)
+    h = torch.arange(H, device=dev).view(1, H, 1, 1)
+    i, j = torch.arange(S, device=dev).view(S, 1), torch.arange(Sk, device=dev).view(1, Sk)
+    if score_mod is not None:
+        s = score_mod(s, b, h, i, j)
+    keep = torch.ones(B, H, S, Sk, dtype=torch.bool, device=dev)
+    if causal:
+        keep &= j <= i
+    if window is not None:
+        left, right = window
+        keep &= (j >= i - left) if left is not None else True
+        keep &= (j <= i + right) if right is not None else True
+    if mask_mod is not None:
+        keep &= mask_mod(b, h, i, j)
+    if activation != "softmax":
+        act = {"gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu}[activation]
+        return act(s).masked_fill(~keep, 0) @ vd, None
+    s = s.masked_fill(~keep, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)      # a row that attends nothing: output 0
+    return p @ vd, lse
+
+
+def rel_err(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def randn(*shape):
+    return torch.randn(*shape, dtype=F16)
+
+
+def run_sim(q, k, v, config=None, **kw):
+    out = torch.full_like(q, float("nan"))                 # poisoned: every row must be written
+    res = attention.attention(q, k, v, backend="sim", config=config, out=out,
+                              return_lse=kw.get("activation", "softmax") == "softmax", **kw)
+    return res if isinstance(res, tuple) else (res, None)
+
+
+def check(out, lse, ref, ref_lse):
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) <= 1e-2
+    if ref_lse is not None:
+        assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+        finite = torch.isfinite(ref_lse)
+        assert rel_err(lse[finite], ref_lse[finite]) <= 1e-4
+
+
+# -- features on the simulator -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("window,causal,D,bn,pingpong", [
+    ((40, 20), False, 64, 64, False), ((96, None), True, 128, 128, True), ((None, 70), False, 64, 64, True),
+    ((0, 0), False, 128, 64, False)], ids=["both-sides", "causal-left", "right-only", "diagonal"])
+def test_sliding_window(window, causal, D, bn, pingpong):
+    q, k, v = randn(1, 2, 256, D), randn(1, 2, 256, D), randn(1, 2, 256, D)
+    out, lse = run_sim(q, k, v, attention.Config(BN=bn, PINGPONG=pingpong), causal=causal, window=window)
+    check(out, lse, *reference(q, k, v, causal=causal, window=window))
+
+
+@pytest.mark.parametrize("window,causal", [((40, 20), False), ((None, 0), False), ((30, None), True)])
+def test_window_skips_blocks_outside(window, causal, monkeypatch):
+    """Only the K/V blocks that intersect a tile's key range [m0 - left, m0 + BM - 1 + right] are loaded."""
+    from tlx.sim import interp
+    loads = []
+    real = interp.descriptor_load
+    monkeypatch.setattr(interp, "descriptor_load", lambda desc, offsets: loads.append(offsets) or real(desc, offsets))
+    S, BM, BN = 512, 128, 64
+    q, k, v = randn(1, 1, S, 64), randn(1, 1, S, 64), randn(1, 1, S, 64)
+    out, lse = run_sim(q, k, v, attention.Config(BN=BN), causal=causal, window=window)
+    check(out, lse, *reference(q, k, v, causal=causal, window=window))
+    left, right = window[0], 0 if causal else window[1]
+    blocks = 0
+    for m0 in range(0, S, BM):
+        first = max(m0 - left, 0) if left is not None else 0
+        last = min(m0 + BM - 1 + right, S - 1) if right is not None else S - 1
+        blocks += last // BN - first // BN + 1
+    assert len(loads) == 2 * (S // BM) + 2 * blocks < 2 * (S // BM) * (1 + S // BN)
+
+
+@pytest.mark.parametrize("hkv,layout", [(1, "bhsd"), (1, "bshd"), (2, "bhsd")], ids=["mqa", "mqa-bshd", "gqa"])
+def test_gqa_and_mqa(hkv, layout):
+    q, k, v = randn(1, 4, 256, 64), randn(1, hkv, 256, 64), randn(1, hkv, 256, 64)
+    t = (lambda x: x.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda x: x)
+    out, lse = run_sim(t(q), t(k), t(v), causal=True, layout=layout)
+    ref, ref_lse = reference(q, k, v, causal=True)
+    check(out.transpose(1, 2) if layout == "bshd" else out, lse, ref, ref_lse)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softcap(causal):
+    q, k, v = randn(1, 2, 256, 64) * 2, randn(1, 2, 256, 64), randn(1, 2, 256, 64)
+    out, lse = run_sim(q, k, v, causal=causal, softcap=3.0)
+    check(out, lse, *reference(q, k, v, causal=causal, softcap=3.0))
+
+
+def test_score_mod_alibi():
+    q, k, v = randn(1, 2, 256, 64), randn(1, 2, 256, 64), randn(1, 2, 256, 64)
+    out, lse = run_sim(q, k, v, attention.Config(PINGPONG=True), causal=True, score_mod=alibi)
+    check(out, lse, *reference(q, k, v, causal=True, score_mod=alibi_ref))
+
+
+@pytest.mark.parametrize("fn,ref_fn,causal", [(every_third, every_third_ref, True),
+                                              (strictly_past, strictly_past_ref, False)], ids=["sparse", "empty-row"])
+def test_mask_mod(fn, ref_fn, causal):
+    q, k, v = randn(1, 2, 256, 64), randn(1, 2, 256, 64), randn(1, 2, 256, 64)
+    out, lse = run_sim(q, k, v, attention.Config(BN=64), causal=causal, mask_mod=fn, softcap=5.0)
+    ref, ref_lse = reference(q, k, v, causal=causal, mask_mod=ref_fn, softcap=5.0)
+    check(out, lse, ref, ref_lse)
+    if fn is strictly_past:
+        assert torch.all(out[:, :, 0] == 0) and torch.all(lse[:, :, 0] == float("-inf"))
+
+
+@pytest.mark.parametrize("activation,causal,window", [("gelu", False, None), ("silu", True, None),
+                                                      ("gelu", False, (50, 30))])
+def test_activation(activation, causal, window):
+    q, k, v = randn(1, 2, 256, 64), randn(1, 2, 256, 64), randn(1, 2, 256, 64)
+    out, _ = run_sim(q, k, v, attention.Config(BN=64), causal=causal, window=window, activation=activation)
+    check(out, None, *reference(q, k, v, causal=causal, window=window, activation=activation))
+
+
+def varlen_reference(q, k, v, cu_q, cu_k, **kw):
+    """Per-sequence references on packed [total, H, D] tensors: out [total_q, H, D], lse [H, total_q]."""
+    dtype = kw.get("dtype", torch.float64)
+    out = torch.zeros(q.shape, dtype=dtype, device=q.device)
+    lse = torch.full((q.shape[1], q.shape[0]), float("-inf"), dtype=dtype, device=q.device)
+    for b in range(len(cu_q) - 1):
+        (q0, q1), (k0, k1) = cu_q[b:b + 2].tolist(), cu_k[b:b + 2].tolist()
+        if q1 == q0:
+            continue
+        if k1 == k0:                                       # nothing to attend: 0 (and LSE -inf)
+            continue
+        seq = [t[a:z].transpose(0, 1)[None] for t, a, z in ((q, q0, q1), (k, k0, k1), (v, k0, k1))]
+        o, l = reference(*seq, batch0=b, **kw)
+        out[q0:q1] = o[0].transpose(0, 1)
+        if l is not None:
+            lse[:, q0:q1] = l[0]
+    return out, (lse if kw.get("activation", "softmax") == "softmax" else None)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(causal=True), dict(window=(30, 10), softcap=4.0),
+                                dict(causal=True, score_mod=alibi), dict(activation="silu", causal=True)],
+                         ids=["plain", "causal", "window-softcap", "score_mod", "silu"])
+def test_varlen(kw):
+    cu_q = torch.tensor([0, 100, 100, 300, 317, 400], dtype=torch.int32)   # an empty query sequence
+    cu_k = torch.tensor([0, 130, 200, 350, 350, 420], dtype=torch.int32)   # and an empty key sequence
+    q, k, v = randn(400, 2, 64), randn(420, 1, 64), randn(420, 1, 64)
+    out, lse = run_sim(q, k, v, layout="thd", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **kw)
+    ref_kw = dict(kw, score_mod=alibi_ref) if "score_mod" in kw else kw
+    ref, ref_lse = varlen_reference(q, k, v, cu_q, cu_k, **ref_kw)
+    check(out, lse, ref, ref_lse)
+    assert torch.all(out[300:317] == 0)                    # the sequence with no keys
+
+
+def test_varlen_d128_bf16_pingpong():
+    cu_q = torch.tensor([0, 64, 200], dtype=torch.int32)
+    cu_k = torch.tensor([0, 90, 160], dtype=torch.int32)
+    q, k, v = (torch.randn(n, h, 128, dtype=torch.bfloat16) for n, h in ((200, 2), (160, 2), (160, 2)))
+    out, lse = run_sim(q, k, v, attention.Config(PINGPONG=True), layout="thd", cu_seqlens_q=cu_q,
+                       cu_seqlens_k=cu_k, causal=True)
+    check(out, lse, *varlen_reference(q, k, v, cu_q, cu_k, causal=True))
+
+
+# -- compile reports -------------------------------------------------------------------------------------
+
+NAMED_IDS = re.compile(r"\bbar(?:rier)?\.(?:sync|arrive)(?:\.aligned)?\s+(\d+)\s*,")
+
+
+def compile_variant(D=128, pingpong=False, varlen=False, **kw):
+    if varlen:
+        q, k = torch.empty(300, 2, D, dtype=F16), torch.empty(280, 1, D, dtype=F16)
+        cu = dict(cu_seqlens_q=torch.tensor([0, 100, 300], dtype=torch.int32),
+                  cu_seqlens_k=torch.tensor([0, 130, 280], dtype=torch.int32))
+    else:
+        q, k, cu = torch.empty(1, 2, 256, D, dtype=F16), torch.empty(1, 1, 256, D, dtype=F16), {}
+    features = attention.Features(**kw)
+    lse = torch.empty(1024) if features.activation == "softmax" else None
+    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong)
+    args, _, meta, cfg = attention.launch_args(q, k, k, torch.empty_like(q), lse, 0.125, "thd" if varlen else "bhsd",
+                                               cfg, features, max_seqlen_q=200, backend="gluon", **cu)
+    return tlx.compile(attention.attention_fwd_kernel, *args, num_warps=cfg.num_warps, **meta)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(window=(100, 30), pingpong=True), dict(causal=True, window=(64, None), D=256), dict(softcap=20.0, D=64),
+    dict(score_mod=alibi, causal=True, pingpong=True), dict(mask_mod=every_third), dict(activation="gelu"),
+    dict(varlen=True, causal=True, softcap=5.0), dict(varlen=True, D=256, window=(70, 20), activation="silu")],
+    ids=["window-pp", "causal-window-d256", "softcap-d64", "score_mod-pp", "mask_mod", "gelu", "varlen-pp",
+         "varlen-d256-silu"])
+def test_compile_report(kw):
+    report = compile_variant(**kw)
+    s = report.stats
+    assert s["wgmma"] > 0 and s["tma_load"] >= 4 and s["spills"] == 0
+    assert s["tma_store"] >= 2
+    pingpong_ids = set(NAMED_IDS.findall(report.asm["ptx"])) & {"8", "9"}   # ids 0-3: the compiler's own
+    assert pingpong_ids == ({"8", "9"} if kw.get("pingpong") else set())
+
+
+# -- input errors ----------------------------------------------------------------------------------------
+
+def q4(*shape, dtype=F16):
+    return torch.empty(*shape, dtype=dtype)
+
+
+CU = torch.tensor([0, 128], dtype=torch.int32)
+BAD_INPUTS = [
+    (dict(q=q4(1, 2, 128, 96), k=q4(1, 2, 128, 96), v=q4(1, 2, 128, 96)), "head dim must be 64, 128 or 256, got 96"),
+    (dict(q=q4(1, 2, 128, 64, dtype=torch.float32)), "must all be float16 or bfloat16"),
+    (dict(k=q4(1, 3, 128, 64), v=q4(1, 3, 128, 64)), r"query heads \(2\) must be a multiple of key/value heads \(3\)"),
+    (dict(q=q4(1, 2, 100, 64), k=q4(1, 2, 100, 64), v=q4(1, 2, 100, 64)), "multiple of 128, got 100"),
+    (dict(window=(3,)), "'window' must be None or \\(left, right\\)"),
+    (dict(window=(-1, 4)), "'window' must be None or \\(left, right\\)"),
+    (dict(softcap=-1.0), "'softcap' must be None or a positive number"),
+    (dict(activation="relu"), "'activation' must be one of"),
+    (dict(score_mod=lambda s, b, h, i, j: s), "'score_mod' must be a @tlx.jit function"),
+    (dict(layout="sbhd"), "'layout' must be one of"),
+    (dict(cu_seqlens_q=CU, cu_seqlens_k=CU), "need layout='thd'"),
+    (dict(layout="thd", q=q4(128, 2, 64), k=q4(128, 2, 64), v=q4(128, 2, 64), cu_seqlens_q=CU),
+     "'cu_seqlens_k' must be given for layout 'thd'"),
+    (dict(layout="thd", q=q4(128, 2, 64), k=q4(128, 2, 64), v=q4(128, 2, 64), cu_seqlens_q=CU.long(),
+          cu_seqlens_k=CU), "'cu_seqlens_q' must be a 1-D int32 tensor"),
+    (dict(q=q4(1, 2, 128, 64, dtype=torch.bfloat16)), "must all be float16 or bfloat16, got torch.bfloat16"),
+    (dict(scale="0.1"), "'scale' must be None or a number"),
+]
+
+
+@pytest.mark.parametrize("kw,msg", BAD_INPUTS, ids=range(len(BAD_INPUTS)))
+def test_bad_inputs(kw, msg):
+    args = dict(q=q4(1, 2, 128, 64), k=q4(1, 2, 128, 64), v=q4(1, 2, 128, 64))
+    args.update(kw)
+    with pytest.raises(ValueError, match=msg):
+        tlx.ops.attention(**args)
+    with pytest.raises(ValueError, match=msg):
+        attention.attention(**args, backend="sim")
+
+
+@pytest.mark.parametrize("cu_q,msg", [([0, 200, 100], "'cu_seqlens_q' must rise monotonically"),
+                                      ([1, 100, 128], "'cu_seqlens_q' must rise monotonically from 0"),
+                                      ([0, 64, 100], "to the packed length 128")])
+def test_bad_cu_seqlens_values(cu_q, msg):
+    q = q4(128, 2, 64)
+    with pytest.raises(ValueError, match=msg):
+        attention.attention(q, q, q, layout="thd", cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32),
+                            cu_seqlens_k=torch.tensor([0, 64, 128], dtype=torch.int32), backend="sim")
+
+
+def test_return_lse_needs_softmax():
+    q = q4(1, 2, 128, 64)
+    with pytest.raises(ValueError, match="'return_lse' needs activation='softmax'"):
+        attention.attention(q, q, q, activation="gelu", return_lse=True, backend="sim")
+
+
+def test_op_registered_with_fake_implementation():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        q, k = torch.empty(2, 4, 256, 64, dtype=F16), torch.empty(2, 1, 256, 64, dtype=F16)
+        assert torch.ops.tlx.attention(q, k, k, True, 16, None, None, 30.0, None, None, "softmax", "bhsd").shape \
+            == q.shape
+        q, k = torch.empty(300, 4, 64, dtype=torch.bfloat16), torch.empty(280, 2, 64, dtype=torch.bfloat16)
+        cu = torch.empty(3, dtype=torch.int32)
+        assert torch.ops.tlx.attention(q, k, k, False, None, None, 0.1, None, cu, cu, "gelu", "thd").shape == q.shape
+
+
+def test_op_refuses_cpu_tensors_with_a_hint():
+    q = torch.randn(1, 2, 128, 64, dtype=F16)
+    with pytest.raises(ValueError, match=r"'q' must be a CUDA tensor.*backend='sim'"):
+        tlx.ops.attention(q, q, q, window=(8, 8))
