@@ -234,7 +234,7 @@ def compile_variant(D=128, pingpong=False, varlen=False, **kw):
     lse = torch.empty(1024) if features.activation == "softmax" else None
     cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong)
     args, _, meta, cfg = attention.launch_args(q, k, k, torch.empty_like(q), lse, 0.125, "thd" if varlen else "bhsd",
-                                               cfg, features, max_seqlen_q=200, backend="gluon", **cu)
+                                               cfg, features, max_seqlen_q=200, **cu)
     return tlx.compile(attention.attention_fwd_kernel, *args, num_warps=cfg.num_warps, **meta)
 
 

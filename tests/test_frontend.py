@@ -91,3 +91,21 @@ def test_unknown_task_argument_is_named():
 def test_kernel_called_directly_explains_launch_syntax():
     with pytest.raises(tlx.TlxLaunchError, match=r"must be launched as _tasks\[grid\]"):
         _tasks(1, 2)
+
+
+@tlx.jit
+def _double(x):
+    return x * 2
+
+
+@tlx.jit
+def _apply(x_ptr, out_ptr, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, FN(tl.load(x_ptr + offs)))
+
+
+def test_jit_function_passed_as_constexpr():
+    x, out = torch.randn(64), torch.full((64,), float("nan"))
+    _apply[(1,)](x, out, FN=_double, BLOCK=64, backend="sim")
+    assert torch.equal(out, x * 2)
+    assert tlx.compile(_apply, x, out, FN=_double, BLOCK=64).stats["spills"] == 0

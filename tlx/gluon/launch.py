@@ -15,7 +15,7 @@ from ..errors import TlxLaunchError, user_error_from
 from ..frontend.descriptors import is_host_descriptor
 from . import layouts
 from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
-from .scope import instantiate
+from .scope import instantiate, resolve
 from .semantic import TlxCodeGenerator, TlxSemantic
 
 install_codegen_hook(TlxSemantic, TlxCodeGenerator)
@@ -101,7 +101,10 @@ def captured_stderr(out: list):
 
 
 def convert_args(kernel, bound: dict) -> list:
-    return [to_gluon_descriptor(v) if is_host_descriptor(v) else v for v in bound.values()]
+    """Launch arguments as Gluon takes them: host descriptors with their layout, and @tlx.jit / @triton.jit
+    functions passed as constexprs (e.g. an attention score_mod) as the Gluon functions they lower to."""
+    return [to_gluon_descriptor(v) if is_host_descriptor(v) else
+            resolve(v) if name in kernel.constexpr_names and callable(v) else v for name, v in bound.items()]
 
 
 def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None):

@@ -458,19 +458,6 @@ def check_seqlens(cu_seqlens_q, cu_seqlens_k, shape: Shape) -> int:
     return longest
 
 
-def device_function(fn, backend: str | None):
-    """A user @tlx.jit score_mod/mask_mod in the form the backend calls as a constexpr argument.
-    (The frontend resolves @tlx.jit globals, not constexpr arguments; see the report.)"""
-    if fn is None:
-        return None
-    import os
-    if (backend or os.environ.get("TLX_BACKEND", "gluon")) == "sim":
-        from tlx.sim.executor import resolve
-    else:
-        from tlx.gluon.scope import resolve
-    return resolve(fn)
-
-
 def _views(q, k, v, o, shape: Shape, layout: str):
     """2-D row-major views of q, k, v, o and the row/column strides the kernel addresses them with:
     (ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE)."""
@@ -483,8 +470,7 @@ def _views(q, k, v, o, shape: Shape, layout: str):
 
 
 def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
-                features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
-                backend: str | None = None):
+                features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0):
     """Kernel arguments, grid and constexprs of one launch (the simulator and the GPU share them).
     Unused pointers (LSE without softmax, cu_seqlens with fixed lengths) get `o`: never read."""
     shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
@@ -501,8 +487,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     grid = (triton.cdiv(rows, cfg.BM), shape.B * shape.H)
     meta = dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, PINGPONG=cfg.PINGPONG, BOUND_L=left is not None,
                 BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
-                SCORE_MOD=device_function(features.score_mod, backend),
-                MASK_MOD=device_function(features.mask_mod, backend), VARLEN=shape.varlen,
+                SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
                 ACTIVATION=features.activation)
     return args, grid, meta, cfg
 
@@ -534,7 +519,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
         lse_shape = (shape.H, shape.S_q) if shape.varlen else (shape.B, shape.H, shape.S_q)
         lse = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
     args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
-                                        cu_seqlens_k, longest, backend)
+                                        cu_seqlens_k, longest)
     if grid[0] > 0:
         attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
     else:                                                  # every query sequence is empty

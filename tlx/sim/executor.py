@@ -32,8 +32,8 @@ def launch(kernel, grid, bound_args: dict, num_warps: int = 4, options: SimOptio
     grid = _grid3(grid(bound_args) if callable(grid) else grid)
     fn = kernel_function(kernel, bound_args)
     constexprs = kernel.constexpr_names
-    args = {name: (getattr(v, "value", v) if name in constexprs else interp.kernel_arg(v))
-            for name, v in bound_args.items()}
+    args = {name: (resolve(getattr(v, "value", v)) if name in constexprs else interp.kernel_arg(v))
+            for name, v in bound_args.items()}   # a @tlx.jit function may be passed as a constexpr
     originals = _snapshot(bound_args) if options.schedules > 1 else []
     report = SimReport(kernel.__name__, options.schedules, grid[0] * grid[1] * grid[2])
     with interp.patched_language():
