@@ -65,3 +65,18 @@ def test_shape_table(shape, kernel):
     assert gemm.default_config(*shape, 2, 2).kernel == kernel
     assert gemm.default_config(*shape, 2, 2, epilogue=True).kernel == "persistent"
     assert gemm.default_config(*shape, 2, 2, transposed=True).kernel == "persistent"
+
+
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4096, 4096, 512), (128, 8192, 8192), (8192, 8192, 8192)])
+@pytest.mark.parametrize("out_bytes", [2, 4])
+@pytest.mark.parametrize("epilogue,transposed", [(False, False), (True, False), (False, True)])
+def test_every_table_choice_fits_shared_memory(shape, out_bytes, epilogue, transposed):
+    """The table's choice compiles within the shared-memory limit (an fp32 output doubles the C tile:
+    the H200 refused a 278 KB launch before this check existed)."""
+    cfg = gemm.default_config(*shape, 2, out_bytes, epilogue, transposed)
+    a = torch.randn(256, 512, dtype=torch.float16)
+    b = torch.randn(512, 384, dtype=torch.float16)
+    c = torch.empty(256, 384, dtype=torch.float32 if out_bytes == 4 else torch.float16)
+    args, _, meta = gemm.launch_args(a, b, c, cfg)
+    s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
+    assert s["shared_bytes"] <= 232448 and s["spills"] == 0

@@ -314,8 +314,10 @@ class Config:
         return (self.kernel, self.BM, self.BN, self.BK, self.STAGES, self.GROUP_M, self.num_warps)
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
+        """The kernel's shared memory: the A/B ring plus the C staging tiles (two for ping-pong)."""
         ring = self.STAGES * (self.BM * self.BK + self.BK * self.BN) * in_bytes
-        return ring + self.BM * self.BN * out_bytes
+        c_tiles = 2 if self.kernel == "pingpong" else 1
+        return ring + c_tiles * self.BM * self.BN * out_bytes
 
 
 KERNELS = {"persistent": matmul_persistent_kernel, "pingpong": matmul_pingpong_kernel, "ws": matmul_ws_kernel,
@@ -404,16 +406,20 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     """The configuration for a shape: the table below is what bench/gemm.py measured fastest on the
     H200 (bench/results/2026-12-02/gemm-run4.json, CUDA-graph timing). The pipelined kernels handle
     neither transposed operands nor fused epilogues; a bias or activation on a 64x256 fp32
-    accumulator spills, so epilogues take 128x128 tiles."""
-    if epilogue or transposed:
-        return Config("persistent", 128, 128, 64, 4) if epilogue or out_bytes > 2 else Config("persistent")
-    if min(M, N) <= 256:                      # skinny: many small tiles stream the big operand
-        return Config("pipelined", 64, 128, 64, 6, 8, 4)
-    if K <= 512:                              # short K: overlap one tile's epilogue with the next's loop
-        return Config("pingpong", 128, 128, 64, 4)
-    if triton.cdiv(M, 128) * triton.cdiv(N, 256) <= 132:   # one wave: persistence buys nothing
-        return Config("pipelined", 128, 256, 64, 3, 8, 8)
-    cfg = Config("persistent", 128, 256, 64, 3)
+    accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory (fp32 output
+    doubles the C tile) does not fit falls back to the persistent 128x128 kernel."""
+    if epilogue:
+        cfg = Config("persistent", 128, 128, 64, 4)
+    elif transposed:
+        cfg = Config("persistent")
+    elif min(M, N) <= 256:                    # skinny: many small tiles stream the big operand
+        cfg = Config("pipelined", 64, 128, 64, 6, 8, 4)
+    elif K <= 512:                            # short K: overlap one tile's epilogue with the next's loop
+        cfg = Config("pingpong", 128, 128, 64, 4)
+    elif triton.cdiv(M, 128) * triton.cdiv(N, 256) <= 132:   # one wave: persistence buys nothing
+        cfg = Config("pipelined", 128, 256, 64, 3, 8, 8)
+    else:
+        cfg = Config("persistent", 128, 256, 64, 3)
     if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
         cfg = Config("persistent", 128, 128, 64, 4)
     return cfg
