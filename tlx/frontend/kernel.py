@@ -36,6 +36,7 @@ class TlxKernel(KernelInterface):
         self.params = list(self.signature.parameters.values())
         self.arg_names = [p.name for p in self.params]
         self.constexpr_names = frozenset(p.name for p in self.params if _is_constexpr_annotation(p.annotation))
+        self._constexpr_order = tuple(n for n in self.arg_names if n in self.constexpr_names)
         self.do_not_specialize = tuple(do_not_specialize)
         self.noinline = noinline
         self._splits: dict[tuple, SplitKernel] = {}
@@ -66,7 +67,7 @@ class TlxKernel(KernelInterface):
         return dict(bound.arguments)
 
     def constexpr_key(self, bound: dict[str, Any]) -> tuple:
-        return tuple((n, _constexpr_value(bound[n])) for n in self.arg_names if n in self.constexpr_names)
+        return tuple((n, _constexpr_value(bound[n])) for n in self._constexpr_order)
 
     def split(self, bound: dict[str, Any]) -> SplitKernel:
         key = self.constexpr_key(bound)

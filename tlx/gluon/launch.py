@@ -50,10 +50,10 @@ def to_gluon_descriptor(desc) -> GluonHostTensorDescriptor:
     return converted
 
 
-def jit_function(kernel, bound: dict, anchor_1d_stores: bool | None = None):
+def jit_function(kernel, bound: dict, anchor_1d_stores: bool | None = None, spec: tuple | None = None):
     """The GluonJITFunction of one constexpr specialization and layout policy (memoised on the kernel);
     by default the policy that compiled last time."""
-    spec = kernel.constexpr_key(bound)
+    spec = kernel.constexpr_key(bound) if spec is None else spec
     if anchor_1d_stores is None:
         anchor_1d_stores = kernel.lowered.get(("gluon-policy", spec), False)
     key = ("gluon", spec, anchor_1d_stores)
@@ -67,18 +67,18 @@ def with_layout_retry(kernel, bound: dict, attempt):
     resolution failed) with 1-D stores anchored. The policy that worked is remembered."""
     spec = kernel.constexpr_key(bound)
     if ("gluon-policy", spec) in kernel.lowered:
-        return attempt(jit_function(kernel, bound))
+        return attempt(jit_function(kernel, bound, spec=spec))
     captured = []
     try:
         with captured_stderr(captured):
-            result = attempt(jit_function(kernel, bound, False))
+            result = attempt(jit_function(kernel, bound, False, spec))
         kernel.lowered[("gluon-policy", spec)] = False
         return result
     except RuntimeError as e:
         if "PassManager::run failed" not in str(e):
             sys.stderr.write("".join(captured))   # not a layout failure: show its diagnostics
             raise
-    result = attempt(jit_function(kernel, bound, True))
+    result = attempt(jit_function(kernel, bound, True, spec))
     kernel.lowered[("gluon-policy", spec)] = True
     return result
 
