@@ -107,13 +107,15 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
-    def tlx_impl(pingpong):
+    def tlx_impl(pingpong, pipeline=False):
         def run(q, k, v, c):
-            cfg = attention.Config(BN=64 if q.shape[-1] > 128 else 128, PINGPONG=pingpong)
+            bn = 64 if q.shape[-1] > 128 else 128
+            cfg = attention.Config(BN=bn, STAGES=3, PIPELINE=True) if pipeline else \
+                attention.Config(BN=bn, PINGPONG=pingpong)
             return attention.attention(q, k, v, causal=c, config=cfg)
         return run
 
-    impls = {"tlx": tlx_impl(False), "tlx_pingpong": tlx_impl(True),
+    impls = {"tlx": tlx_impl(False), "tlx_pingpong": tlx_impl(True), "tlx_pipeline": tlx_impl(False, True),
              "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
     rows = []
     for D in (64, 128, 256):
@@ -134,8 +136,9 @@ def main():
                         row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal, ms)
                     except Exception as e:   # recorded, never hidden
                         row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
-                best = max((row[f"{n}_tflops"], n) for n in ("tlx", "tlx_pingpong") if f"{n}_tflops" in row) \
-                    if any(f"{n}_tflops" in row for n in ("tlx", "tlx_pingpong")) else None
+                best = max((row[f"{n}_tflops"], n) for n in ("tlx", "tlx_pingpong", "tlx_pipeline")
+                            if f"{n}_tflops" in row) \
+                    if any(f"{n}_tflops" in row for n in ("tlx", "tlx_pingpong", "tlx_pipeline")) else None
                 if best and "cudnn_tflops" in row:
                     row["best"] = best[1]
                     row["best_tflops"] = best[0]

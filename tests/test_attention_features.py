@@ -322,3 +322,24 @@ def test_op_refuses_cpu_tensors_with_a_hint():
     q = torch.randn(1, 2, 128, 64, dtype=F16)
     with pytest.raises(ValueError, match=r"'q' must be a CUDA tensor.*backend='sim'"):
         tlx.ops.attention(q, q, q, window=(8, 8))
+
+
+@pytest.mark.parametrize("D,bn,kw", [(64, 128, {}), (128, 64, dict(causal=True)), (64, 64, dict(window=(100, 50))),
+                                     (128, 128, dict(softcap=20.0)), (64, 64, dict(score_mod=alibi, causal=True))],
+                         ids=["plain", "causal", "window", "softcap", "score_mod"])
+def test_pipelined_consumers(D, bn, kw):
+    """FA3-style overlap (QK^T of block j+1 in flight over the softmax of block j, PV of block j in
+    flight over it): same results, and the simulator checks every wgmma wait and stage release under
+    several schedules."""
+    from tlx.sim import SimOptions
+    q, k, v = randn(1, 2, 384, D), randn(1, 1, 384, D), randn(1, 1, 384, D)
+    cfg = attention.Config(BN=bn, STAGES=3, PIPELINE=True)
+    out, lse = attention.attention(q, k, v, backend="sim", return_lse=True, config=cfg,
+                                   sim_options=SimOptions(schedules=3), **kw)
+    ref_kw = dict(kw, score_mod=alibi_ref) if "score_mod" in kw else kw
+    check(out, lse, *reference(q, k, v, **ref_kw))
+
+
+def test_pipeline_config_needs_three_stages():
+    with pytest.raises(tlx.ConfigRejected, match=r"PIPELINE needs STAGES >= 3"):
+        attention.Config(PIPELINE=True)

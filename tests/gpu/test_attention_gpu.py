@@ -136,3 +136,13 @@ def test_torch_op_and_compile():
     compiled = torch.compile(lambda a, b, c: tlx.ops.attention(a, b, c, causal=True, window=(256, None),
                                                                softcap=30.0), fullgraph=True)
     assert rel_err(compiled(q, k, v), ref) <= 1e-2
+
+
+@pytest.mark.parametrize("D,bn,causal", [(64, 128, False), (128, 128, True), (128, 64, False)])
+def test_pipelined_consumers_gpu(D, bn, causal):
+    """Config(PIPELINE=True): FA3-style softmax/wgmma overlap (simulator-checked; not yet timed)."""
+    q, k, v = (torch.randn(2, 8, 2048, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = attention.attention(q, k, v, causal=causal, config=attention.Config(BN=bn, STAGES=3, PIPELINE=True))
+    torch.cuda.synchronize()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    assert not torch.isnan(o).any() and rel_err(o, ref) <= 1e-2

@@ -121,6 +121,56 @@ def activate(s, ACTIVATION: tl.constexpr):
 
 
 @tlx.jit
+def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
+                     softcap, BN: tl.constexpr, STAGES: tl.constexpr, SOFTCAP: tl.constexpr,
+                     SCORE_MOD: tl.constexpr):
+    """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
+    j+1 is issued before the softmax of block j, and P V of block j stays in flight while Q K^T of
+    j+1 completes. Needs STAGES >= 3: block j+1's K is waited on before block j-1's stage is released.
+    The body runs once when a < z, as a loop of at most one iteration: a loop reconciles the running
+    statistics' layouts across its edge (tlx's code generator), a runtime `if` does not yet."""
+    for _ in range(a, tl.minimum(a + 1, z)):
+        s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
+        tlx.barrier_wait(k_full[s], p)
+        qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+        qk = tlx.async_dot_wait(0, qk)
+        for j in range(a, z - 1):
+            s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)
+            sn, pn = tlx.warp_spec.get_bufidx_phase(j + 1 - lo, STAGES)
+            tlx.barrier_wait(k_full[sn], pn)
+            qk_next = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[sn]))     # in flight over the softmax
+            acc = tlx.async_dot_wait(1, acc)                                  # P V of block j-1 retired
+            if j > a:
+                tlx.barrier_arrive(kv_empty[(j - 1 - lo) % STAGES])
+            qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+            m_new = tl.maximum(m_i, tl.max(qk, 1))       # (inline: Gluon cannot outline a helper that
+            prob = tl.exp2(qk - m_new[:, None])          #  takes not-yet-inferred layouts in a loop body)
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(prob, 1)
+            acc = acc * alpha[:, None]
+            m_i = m_new
+            tlx.barrier_wait(v_full[s], p)
+            acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)  # in flight over the next QK^T
+            qk = tlx.async_dot_wait(1, qk_next)                               # Q K^T of block j+1 retired
+        s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
+        acc = tlx.async_dot_wait(0, acc)
+        if z - 1 > a:
+            tlx.barrier_arrive(kv_empty[(z - 2 - lo) % STAGES])
+        qk = transform_scores(qk, z - 1, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        prob = tl.exp2(qk - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(prob, 1)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+        tlx.barrier_wait(v_full[s], p)
+        acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(kv_empty[s])
+    return m_i, l_i, acc
+
+
+@tlx.jit
 def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                     MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
@@ -215,10 +265,10 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, 
                    win_l, win_r, cid: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr, BN: tl.constexpr,
                    STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                    SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
-                   ACTIVATION: tl.constexpr):
+                   ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi): masked left edge, unmasked inside, masked right
     edge (diagonal, sequence end). Returns (row max, row sum, acc); the edge loops exist only when a
-    mask can apply."""
+    mask can apply. PIPELINE: the unmasked blocks overlap softmax with wgmma (pipelined_blocks)."""
     if ACTIVATION == "softmax":                                      # running row max and sum
         m_i = tl.full((HALF,), float("-inf"), tl.float32)
         l_i = tl.zeros((HALF,), tl.float32)
@@ -236,10 +286,15 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, 
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
-    for j in range(a, z):
-        m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
-                                        r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN, STAGES, False,
-                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION)
+    if PIPELINE:
+        m_i, l_i, acc = pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0,
+                                         b, h, sm_scale, softcap, BN, STAGES, SOFTCAP, SCORE_MOD)
+    else:
+        for j in range(a, z):
+            m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN, STAGES,
+                                            False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
+                                            ACTIVATION)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         for j in range(z, hi):
             m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
@@ -255,7 +310,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                          PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
-                         VARLEN: tl.constexpr, ACTIVATION: tl.constexpr):
+                         VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
     HALF: tl.constexpr = BM // 2
     m0 = tl.program_id(0) * BM                             # first query row, inside the sequence
     bh = tl.program_id(1)
@@ -299,7 +354,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
             m_i, l_i, acc = consume_blocks(q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, b, h,
                                            kv_len, sm_scale, softcap, win_l, win_r, cid, HALF, D, BN, STAGES,
                                            PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
-                                           ACTIVATION)
+                                           ACTIVATION, PIPELINE)
             if ACTIVATION == "softmax":
                 out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]      # a fully masked row: 0, LSE -inf
             else:
@@ -317,11 +372,20 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
 
 @dataclass(frozen=True)
 class Config:
+    """BM query rows (two 64-row consumers) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the
+    consumers alternate at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
+    consumer (needs STAGES >= 3; not with PINGPONG). Not yet timed on the GPU: off by default."""
     BM: int = 128
     BN: int = 128
     STAGES: int = 2
     PINGPONG: bool = False
+    PIPELINE: bool = False
     num_warps: int = 4
+
+    def __post_init__(self):
+        if self.PIPELINE and (self.STAGES < 3 or self.PINGPONG):
+            raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 3 and PINGPONG off, got "
+                                 f"STAGES={self.STAGES}, PINGPONG={self.PINGPONG}")
 
 
 def default_config(D: int) -> Config:
@@ -488,18 +552,18 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     meta = dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, PINGPONG=cfg.PINGPONG, BOUND_L=left is not None,
                 BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
-                ACTIVATION=features.activation)
+                ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax")
     return args, grid, meta, cfg
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None, layout: str = "bhsd",
               backend: str | None = None, return_lse: bool = False, config: Config | None = None, *,
               window=None, softcap: float | None = None, score_mod=None, mask_mod=None, cu_seqlens_q=None,
-              cu_seqlens_k=None, activation: str = "softmax", out=None):
+              cu_seqlens_k=None, activation: str = "softmax", out=None, sim_options=None):
     """act(q k^T * scale [+ masks]) v. softmax (default) normalizes and can return the LSE; "gelu"/"silu"
     do not. q [B, H, S, D] (layout "bshd": [B, S, H, D]; "thd": packed [total, H, D] with cu_seqlens).
     LSE: [B, H, S] (natural log), [H, total_q] for "thd"; -inf for a row that attends nothing (its
-    output row is 0). `out`: an optional output tensor shaped like q."""
+    output row is 0). `out`: an optional output tensor shaped like q. `sim_options`: for backend="sim"."""
     import torch
     features = Features(bool(causal), window, softcap, score_mod, mask_mod, activation)
     if return_lse and activation != "softmax":
@@ -521,7 +585,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
                                         cu_seqlens_k, longest)
     if grid[0] > 0:
-        attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
+        attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, sim_options=sim_options, **meta)
     else:                                                  # every query sequence is empty
         o.zero_()
         if lse is not None:
