@@ -343,3 +343,15 @@ def test_pipelined_consumers(D, bn, kw):
 def test_pipeline_config_needs_three_stages():
     with pytest.raises(tlx.ConfigRejected, match=r"PIPELINE needs STAGES >= 3"):
         attention.Config(PIPELINE=True)
+
+
+@pytest.mark.parametrize("S,Sk,causal", [(200, 200, True), (136, 264, False)])
+def test_bshd_any_length(S, Sk, causal):
+    """[B, S, H, D] with lengths that are not block multiples (or differ) runs as packed sequences."""
+    q = randn(2, 2, S, 64)
+    k, v = randn(2, 2, Sk, 64), randn(2, 2, Sk, 64)
+    to_bshd = lambda t: t.transpose(1, 2).contiguous()   # noqa: E731
+    out, lse = attention.attention(to_bshd(q), to_bshd(k), to_bshd(v), causal=causal, layout="bshd",
+                                   backend="sim", return_lse=True)
+    ref, ref_lse = reference(q, k, v, causal=causal)
+    check(out.transpose(1, 2), lse, ref, ref_lse)

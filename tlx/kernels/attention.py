@@ -21,8 +21,9 @@ Features, each behind a constexpr switch so the plain path compiles to the same 
 - ACTIVATION "gelu" / "silu": O = act(scale * Q K^T) V, no normalization and no LSE.
 
 Tensors are addressed as 2-D row-major views: layout "bhsd" views [B*H*S, D]; "bshd" views
-[B*S, H*D] (head h at column h*D); "thd" views [total, H*D]. Fixed-length S must be a multiple
-of the block sizes (checked).
+[B*S, H*D] (head h at column h*D); "thd" views [total, H*D]. "bhsd" needs S a multiple of the
+block sizes (checked); "bshd" of any lengths (keys may differ from queries) runs as packed "thd"
+sequences over the same memory.
 """
 from __future__ import annotations
 
@@ -498,14 +499,14 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> 
         raise _error(f"head dim must be 64, 128 or 256, got {D}")
     if Hk == 0 or H % Hk:
         raise _error(f"query heads ({H}) must be a multiple of key/value heads ({Hk}) for GQA/MQA")
-    if layout != "thd":
+    if layout == "bhsd":              # "bshd" of any lengths runs as packed sequences (_bshd_as_packed)
         if Sk != S:
-            raise _error(f"key length {Sk} must equal query length {S} (use layout='thd' with cu_seqlens for "
-                         "other lengths)")
+            raise _error(f"key length {Sk} must equal query length {S} (use layout='bshd' or 'thd' for other "
+                         "lengths)")
         cfg = default_config(D)
         if S % cfg.BM or S % cfg.BN:
-            raise _error(f"sequence length must be a multiple of {max(cfg.BM, cfg.BN)}, got {S} (use layout='thd' "
-                         "with cu_seqlens for other lengths)")
+            raise _error(f"sequence length must be a multiple of {max(cfg.BM, cfg.BN)}, got {S} (use layout='bshd' "
+                         "or 'thd' for other lengths)")
     return Shape(B, H, Hk, S, Sk, D, layout == "thd")
 
 
@@ -538,6 +539,9 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     """Kernel arguments, grid and constexprs of one launch (the simulator and the GPU share them).
     Unused pointers (LSE without softmax, cu_seqlens with fixed lengths) get `o`: never read."""
     shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
+    if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
+        raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
+                     "attention(), which runs them as packed sequences")
     cfg = cfg or default_config(shape.D)
     (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
     half, D = cfg.BM // 2, shape.D
@@ -565,6 +569,11 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     LSE: [B, H, S] (natural log), [H, total_q] for "thd"; -inf for a row that attends nothing (its
     output row is 0). `out`: an optional output tensor shaped like q. `sim_options`: for backend="sim"."""
     import torch
+    if layout == "bshd" and cu_seqlens_q is None and q.dim() == 4 and k.dim() == 4 and \
+            _ragged(q.shape[1], k.shape[1], q.shape[-1]):
+        return _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options,
+                               window=window, softcap=softcap, score_mod=score_mod, mask_mod=mask_mod,
+                               activation=activation)
     features = Features(bool(causal), window, softcap, score_mod, mask_mod, activation)
     if return_lse and activation != "softmax":
         raise _error(f"'return_lse' needs activation='softmax' (no normalization otherwise), got {activation!r}")
@@ -591,6 +600,29 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
         if lse is not None:
             lse.fill_(float("-inf"))
     return (o, lse) if return_lse else o
+
+
+def _ragged(S: int, Sk: int, D: int) -> bool:
+    cfg = default_config(D) if D in (64, 128, 256) else Config()
+    return S != Sk or S % cfg.BM != 0 or S % cfg.BN != 0
+
+
+def _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options, **kw):
+    """[B, S, H, D] with S not a block multiple (or keys of another length) is the packed "thd" layout
+    with equal-length sequences: same memory, no copy; masks and partial tiles are the varlen path's."""
+    import torch
+    B, S, H, D = q.shape
+    Sk = k.shape[1]
+    cu_q = torch.arange(0, B + 1, device=q.device, dtype=torch.int32) * S
+    cu_k = torch.arange(0, B + 1, device=q.device, dtype=torch.int32) * Sk
+    packed = [t.reshape(B * t.shape[1], t.shape[2], D) for t in (q, k, v)]
+    res = attention(*packed, causal=causal, scale=scale, layout="thd", backend=backend, return_lse=return_lse,
+                    config=config, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, sim_options=sim_options,
+                    out=None if out is None else out.view(B * S, H, D), **kw)
+    if not return_lse:
+        return res.view(B, S, H, D)
+    o, lse = res
+    return o.view(B, S, H, D), lse.view(H, B, S).permute(1, 0, 2)
 
 
 def tflops(B: int, H: int, S: int, D: int, causal: bool, ms: float) -> float:
