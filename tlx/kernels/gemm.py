@@ -133,6 +133,16 @@ def epilogue(acc, bias_ptr, off_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.con
 
 
 @tlx.jit
+def load_tile(desc, buf, row, col, bar, TRANSPOSED: tl.constexpr):
+    """TMA-load the operand tile at (row, col) of the logical matrix; a TRANSPOSED (column-major) operand
+    is stored as its transpose, so its descriptor is addressed at (col, row)."""
+    if TRANSPOSED:
+        tlx.async_descriptor_load(desc, buf, [col, row], bar)
+    else:
+        tlx.async_descriptor_load(desc, buf, [row, col], bar)
+
+
+@tlx.jit
 def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
                              BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
                              NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
@@ -170,18 +180,11 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.c
                     for h in tl.static_range(2):
                         tlx.barrier_wait(empty_a[s + STAGES * h], p ^ 1)
                         tlx.barrier_expect_bytes(full_a[s + STAGES * h], HALF * BK * tlx.size_of(dtype))
-                        if A_T:
-                            tlx.async_descriptor_load(a_desc, a_bufs[s + STAGES * h], [k * BK, off_m + h * HALF],
-                                                      full_a[s + STAGES * h])
-                        else:
-                            tlx.async_descriptor_load(a_desc, a_bufs[s + STAGES * h], [off_m + h * HALF, k * BK],
-                                                      full_a[s + STAGES * h])
+                        load_tile(a_desc, a_bufs[s + STAGES * h], off_m + h * HALF, k * BK, full_a[s + STAGES * h],
+                                  A_T)
                     tlx.barrier_wait(empty_b[s], p ^ 1)
                     tlx.barrier_expect_bytes(full_b[s], BK * BN * tlx.size_of(dtype))
-                    if B_T:
-                        tlx.async_descriptor_load(b_desc, b_bufs[s], [off_n, k * BK], full_b[s])
-                    else:
-                        tlx.async_descriptor_load(b_desc, b_bufs[s], [k * BK, off_n], full_b[s])
+                    load_tile(b_desc, b_bufs[s], k * BK, off_n, full_b[s], B_T)
                     cnt += 1
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
@@ -252,14 +255,8 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
                     tlx.barrier_wait(empty[s], p ^ 1)
                     tlx.barrier_expect_bytes(full[s], NBYTES)
-                    if A_T:
-                        tlx.async_descriptor_load(a_desc, a_bufs[s], [k * BK, off_m], full[s])
-                    else:
-                        tlx.async_descriptor_load(a_desc, a_bufs[s], [off_m, k * BK], full[s])
-                    if B_T:
-                        tlx.async_descriptor_load(b_desc, b_bufs[s], [off_n, k * BK], full[s])
-                    else:
-                        tlx.async_descriptor_load(b_desc, b_bufs[s], [k * BK, off_n], full[s])
+                    load_tile(a_desc, a_bufs[s], off_m, k * BK, full[s], A_T)
+                    load_tile(b_desc, b_bufs[s], k * BK, off_n, full[s], B_T)
                     cnt += 1
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers, alternate tiles
             cid = tlx.async_task_replica_id()
