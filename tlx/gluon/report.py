@@ -14,7 +14,6 @@ from triton.runtime.jit import mangle_type
 from triton.compiler.errors import CompilationError
 
 from ..errors import TlxCompileError, TlxLaunchError, user_error_from
-from ..frontend.descriptors import is_host_descriptor
 from ._triton_compat import GluonASTSource
 from .launch import convert_args, with_layout_retry
 
@@ -119,4 +118,4 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     return CompileReport(kernel.__name__, target, asm, stats)
 
 
-__all__ = ["compile", "CompileReport", "is_host_descriptor"]
+__all__ = ["compile", "CompileReport"]

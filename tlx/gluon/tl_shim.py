@@ -16,7 +16,7 @@ from . import layouts
 from ._triton_compat import builtin, gl_core
 
 PASS_THROUGH = """
-program_id num_programs cdiv where maximum minimum exp exp2 log log2 sqrt sqrt_rn rsqrt abs fma sin cos erf floor ceil
+program_id num_programs load cdiv where maximum minimum exp exp2 log log2 sqrt sqrt_rn rsqrt abs fma sin cos erf floor ceil
 div_rn fdiv umulhi cast expand_dims reshape broadcast
 broadcast_to ravel multiple_of max_contiguous max_constancy static_assert static_print device_print
 device_assert assume range static_range constexpr tensor dtype pointer_type block_type tuple sigmoid
@@ -62,21 +62,13 @@ def _is_auto(t) -> bool:
 
 
 @builtin
-def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
-         eviction_policy="", volatile=False, _semantic=None):
-    # An Auto pointer stays Auto: the value's consumer (an MMA accumulator, a store) anchors it.
-    return tl.load(pointer, mask=mask, other=other, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
-                   volatile=volatile, _semantic=_semantic)
-
-
-@builtin
 def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy="", _semantic=None,
           _generator=None):
     if isinstance(pointer, gl.tensor) and pointer.type.is_block():
         value = _semantic.to_tensor(value) if not isinstance(value, gl.tensor) else value
         pointer = _anchor_pointer(pointer, value, _semantic, _generator)
-    return tl.store(pointer, value, mask=mask, cache_modifier=cache_modifier, eviction_policy=eviction_policy,
-                    _semantic=_semantic)
+    return tl.store(pointer, value, mask=mask, boundary_check=boundary_check, cache_modifier=cache_modifier,
+                    eviction_policy=eviction_policy, _semantic=_semantic)
 
 
 def _anchor_pointer(pointer, value, semantic, generator, lazy_1d=True):
@@ -177,7 +169,7 @@ OVERRIDES = {
     "split": _anchored("split"), "join": _anchored("join"), "trans": _anchored("trans"),
     "permute": _anchored("permute"),
     "arange": arange, "zeros": zeros, "full": full, "zeros_like": zeros_like, "full_like": full_like,
-    "load": load, "store": store, "dot": dot, "make_tensor_descriptor": make_tensor_descriptor,
+    "store": store, "dot": dot, "make_tensor_descriptor": make_tensor_descriptor,
     **{name: _atomic(name) for name in ("atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
                                         "atomic_xor", "atomic_xchg")},
 }

@@ -1,7 +1,6 @@
 """Lowering of TMA tile copies and pointer-based cp.async copies."""
 from __future__ import annotations
 
-from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import async_copy, tma
 
 from . import layouts
@@ -47,6 +46,3 @@ def make_descriptor(ctx, base, shape, strides, block_shape):
     """Device-side TMA descriptor (`tl.make_tensor_descriptor`); needs `triton.set_allocator`."""
     layout = layouts.shared_for(block_shape, base.dtype.element_ty)
     return ctx.call(tma.make_tensor_descriptor, base, list(shape), list(strides), list(block_shape), layout)
-
-
-__all__ = ["make_descriptor", "gl"]

@@ -526,7 +526,7 @@ def check_seqlens(cu_seqlens_q, cu_seqlens_k, shape: Shape) -> int:
 def _views(q, k, v, o, shape: Shape, layout: str):
     """2-D row-major views of q, k, v, o and the row/column strides the kernel addresses them with:
     (ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE)."""
-    B, H, Hk, S, D = shape.B, shape.H, shape.H_kv, shape.S_q, shape.D
+    H, Hk, S, D = shape.H, shape.H_kv, shape.S_q, shape.D
     if layout == "bhsd":
         return [t.reshape(-1, D) for t in (q, k, v, o)], (H * S, S, 0, Hk * S, S, 0, D)
     views = [q.reshape(-1, H * D), k.reshape(-1, Hk * D), v.reshape(-1, Hk * D), o.reshape(-1, H * D)]
