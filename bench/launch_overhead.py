@@ -28,9 +28,12 @@ def main():
     bound = kernel.bind(args, dict(meta))
     jit_fn = launch.jit_function(kernel, bound)
     conv = launch.convert_args(kernel, bound)
+    prepared = kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, **meta)
     rows = {
         "torch.matmul": lambda: torch.matmul(a, b),
         "gemm.matmul (full tlx path)": lambda: gemm.matmul(a, b, cfg, out=c),
+        "gemm.matmul, fresh output": lambda: gemm.matmul(a, b, cfg),
+        "PreparedLaunch call alone": prepared,
         "launch_args (descriptors)": lambda: gemm.launch_args(a, b, c, cfg),
         "bind + jit lookup + convert": lambda: launch.convert_args(kernel, kernel.bind(args, dict(meta))),
         "triton JIT run, converted args": lambda: jit_fn.run(*conv, grid=grid, warmup=False, num_warps=4),

@@ -76,8 +76,8 @@ class TlxKernel(KernelInterface):
         return self._splits[key]
 
     # -- launch ----------------------------------------------------------------------------
-    def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
-            num_ctas: int = 1, sim_options=None, **kwargs):
+    def _bind_launch(self, args: tuple, kwargs: dict, backend: str | None, num_ctas: int):
+        """(backend, bound arguments) of a launch; Triton launch options tlx does not use are dropped."""
         backend = backend or os.environ.get("TLX_BACKEND", "gluon")
         if backend not in BACKENDS:
             raise TlxLaunchError(f"tlx.jit: 'backend' must be one of {BACKENDS}, got {backend!r}")
@@ -85,7 +85,11 @@ class TlxKernel(KernelInterface):
             raise TlxLaunchError(f"tlx.jit: 'num_ctas' must be 1 (clusters are not supported), got {num_ctas}")
         kwargs = {k: v for k, v in kwargs.items() if k not in ("maxnreg", "ctas_per_cga", "launch_cooperative_grid")
                   or v is None}
-        bound = self.bind(args, kwargs)
+        return backend, self.bind(args, kwargs)
+
+    def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
+            num_ctas: int = 1, sim_options=None, **kwargs):
+        backend, bound = self._bind_launch(args, kwargs, backend, num_ctas)
         if backend == "sim":
             from .. import sim
             if callable(grid):
@@ -93,6 +97,19 @@ class TlxKernel(KernelInterface):
             return sim.launch(self, tuple(grid), bound, num_warps, sim_options)
         from ..gluon import launch
         return launch.run(self, bound, grid=grid, warmup=warmup, num_warps=num_warps, num_stages=num_stages)
+
+    def prepare(self, *args, grid, backend: str | None = None, num_warps: int = 4, num_stages=None,
+                num_ctas: int = 1, sim_options=None, **kwargs):
+        """The launch `kernel[grid](*args, ...)` done ahead: returns a callable that repeats it. On the GPU
+        each call is one driver launch (no binding, specialization or descriptor building) and holds no
+        tensor alive, so reuse it only for tensors at the same addresses with the same shapes and strides.
+        On the simulator it simply repeats `run`."""
+        backend, bound = self._bind_launch(args, kwargs, backend, num_ctas)
+        if backend == "sim":
+            return functools.partial(self.run, *args, grid=grid, backend=backend, num_warps=num_warps,
+                                     sim_options=sim_options, **kwargs)
+        from ..gluon import launch
+        return launch.prepare(self, bound, grid, num_warps=num_warps, num_stages=num_stages)
 
     def warmup(self, *args, grid, **kwargs):
         return self.run(*args, grid=grid, warmup=True, **kwargs)

@@ -16,6 +16,7 @@ from ..frontend.descriptors import is_host_descriptor
 from . import layouts
 from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
 from .scope import instantiate, resolve
+from .prepared import PreparedLaunch
 from .semantic import TlxCodeGenerator, TlxSemantic
 
 install_codegen_hook(TlxSemantic, TlxCodeGenerator)
@@ -107,8 +108,8 @@ def convert_args(kernel, bound: dict) -> list:
             resolve(v) if name in kernel.constexpr_names and callable(v) else v for name, v in bound.items()]
 
 
-def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None):
-    args = convert_args(kernel, bound)
+def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None, args: list | None = None):
+    args = convert_args(kernel, bound) if args is None else args
     options = {"num_warps": num_warps}
     if num_stages is not None:
         options["num_stages"] = num_stages
@@ -120,3 +121,11 @@ def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None
                                                                           **options))
     except CompilationError as e:
         raise user_error_from(e) from e
+
+
+def prepare(kernel, bound: dict, grid, num_warps: int, num_stages=None) -> PreparedLaunch:
+    """Compile (if needed) and return the launch with these exact arguments, ready to repeat cheaply."""
+    args = convert_args(kernel, bound)
+    grid = tuple(grid(bound)) if callable(grid) else tuple(grid)
+    compiled = run(kernel, bound, grid, warmup=True, num_warps=num_warps, num_stages=num_stages, args=args)
+    return PreparedLaunch(compiled, grid, args)

@@ -35,6 +35,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
+from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 LOG2E = 1.4426950408889634
 
@@ -591,15 +592,26 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     if activation == "softmax":
         lse_shape = (shape.H, shape.S_q) if shape.varlen else (shape.B, shape.H, shape.S_q)
         lse = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
-    args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
-                                        cu_seqlens_k, longest)
-    if grid[0] > 0:
-        attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend=backend, sim_options=sim_options, **meta)
-    else:                                                  # every query sequence is empty
+    if (longest if shape.varlen else shape.S_q) == 0:     # every query sequence is empty
         o.zero_()
         if lse is not None:
             lse.fill_(float("-inf"))
+        return (o, lse) if return_lse else o
+
+    def prepare():
+        args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
+                                            cu_seqlens_k, longest)
+        return attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
+                                            sim_options=sim_options, **meta)
+
+    window_key = None if window is None else tuple(window)
+    key = (layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation, backend,
+           id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
+    _LAST_LAUNCH.get(key, prepare)()
     return (o, lse) if return_lse else o
+
+
+_LAST_LAUNCH = LaunchCache()
 
 
 def _ragged(S: int, Sk: int, D: int) -> bool:

@@ -436,7 +436,10 @@ def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=N
     transposed = a.stride(1) != 1 or b.stride(1) != 1
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
                                    bias is not None or activation is not None, transposed)
+    def prepare():
+        args, grid, meta = launch_args(a, b, c, cfg, bias, activation, programs)
+        return KERNELS[cfg.kernel].prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend, **meta)
+
     key = (cfg, activation, backend, programs, *map(tensor_key, (a, b, c, bias)))
-    args, grid, meta = _LAST_LAUNCH.get(key, lambda: launch_args(a, b, c, cfg, bias, activation, programs))
-    KERNELS[cfg.kernel][grid](*args, num_warps=cfg.num_warps, backend=backend, **meta)
+    _LAST_LAUNCH.get(key, prepare)()
     return c

@@ -1,9 +1,10 @@
-"""Remember the last launch's prepared arguments (descriptors, grid, constexprs) of a host wrapper.
+"""Remember the last prepared launch (compiled kernel, expanded descriptors, grid) of a host wrapper.
 
-Building TMA descriptors costs tens of microseconds per call, which dominates small problems.
-The key is the full content the arguments depend on (pointers, shapes, strides, dtypes, config),
-so a hit is exactly the launch that would have been built. One entry per wrapper: it keeps the
-last call's tensors alive until the next call with different tensors, never more."""
+Building TMA descriptors and going through Triton's launch path costs tens of microseconds per call,
+which dominates small problems. The key is the full content the launch depends on (pointers, shapes,
+strides, dtypes, config), so a hit is exactly the launch that would have been built. A GPU prepared
+launch holds addresses, not tensors (tlx/gluon/prepared.py), so a fresh output the caching allocator
+puts at the last one's address hits too. One entry per wrapper."""
 from __future__ import annotations
 
 
@@ -18,6 +19,7 @@ class LaunchCache:
 
     def get(self, key, build):
         if key != self._key:
+            self._key = None              # a failed build leaves no stale entry behind
             self._value = build()
             self._key = key
         return self._value
