@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
-#   bash bench/gpu_session.sh tests attention gemm overhead
+#   bash bench/gpu_session.sh tests attention sweep gemm overhead
 # Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
 OUT=${OUT:-/tmp/tlx-out}
@@ -13,6 +13,7 @@ for part in "$@"; do
     tests)     python3 -m pytest tests/gpu -q -p no:cacheprovider > "$OUT/gpu_tests.log" 2>&1 ;;
     attention) python3 bench/attention.py --out "$OUT/attention.json" > "$OUT/attention.log" 2>&1 ;;
     gemm)      python3 bench/gemm.py --out "$OUT/gemm.json" > "$OUT/gemm.log" 2>&1 ;;
+    sweep)     python3 bench/attention_sweep.py --out "$OUT/attention_sweep.json" > "$OUT/attention_sweep.log" 2>&1 ;;
     overhead)  python3 bench/launch_overhead.py > "$OUT/launch_overhead.log" 2>&1 ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac

@@ -314,7 +314,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
     HALF: tl.constexpr = BM // 2
-    m0 = tl.program_id(0) * BM                             # first query row, inside the sequence
+    m_block = tl.program_id(0)
+    if BOUND_R:                                            # later rows attend more keys (causal): dispatch the
+        m_block = tl.num_programs(0) - 1 - m_block         # long tiles first, the short ones fill the tail
+    m0 = m_block * BM                                      # first query row, inside the sequence
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H

@@ -1,0 +1,66 @@
+"""Which attention configuration is fastest per head dim: a few shapes, every candidate, cuDNN alongside.
+The table behind `attention.default_config`.   PYTHONPATH=. python3 bench/attention_sweep.py --out FILE"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+from tlx.kernels import attention
+
+C = attention.Config
+CANDIDATES = {
+    64: {"bn128": C(), "bn256": C(BN=256), "pipeline": C(STAGES=3, PIPELINE=True), "pingpong": C(PINGPONG=True),
+         "bn256_pingpong": C(BN=256, PINGPONG=True)},
+    128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pingpong": C(PINGPONG=True),
+          "bn64_s4": C(BN=64, STAGES=4), "bn64_s4_pingpong": C(BN=64, STAGES=4, PINGPONG=True)},
+    256: {"bn64": C(BN=64), "bn64_pingpong": C(BN=64, PINGPONG=True), "bn32_s4": C(BN=32, STAGES=4)},
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench/results/attention_sweep.json")
+    args = ap.parse_args()
+    rows = []
+    for D, cands in CANDIDATES.items():
+        for S in (2048, 8192):
+            for causal in (False, True):
+                B, H = 16384 // S, 2048 // D
+                q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
+                    if S <= 2048 else None
+                row = {"D": D, "S": S, "causal": causal}
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    ms = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                  return_mode="median")
+                row["cudnn_tflops"] = attention.tflops(B, H, S, D, causal, ms)
+                for name, cfg in cands.items():
+                    try:
+                        fn = lambda: attention.attention(q, k, v, causal=causal, config=cfg)  # noqa: E731
+                        out = fn()
+                        torch.cuda.synchronize()
+                        if ref is not None:
+                            row[f"{name}_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
+                        row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal,
+                                                                 do_bench(fn, return_mode="median"))
+                    except Exception as e:   # recorded, never hidden
+                        row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
+                rows.append(row)
+                cells = "  ".join(f"{n} {row.get(n + '_tflops', 0):6.1f}" for n in cands)
+                print(f"D={D:3d} S={S:5d} causal={int(causal)}  cudnn {row['cudnn_tflops']:6.1f}  {cells}",
+                      flush=True)
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": datetime.date.today().isoformat(), "dtype": "bfloat16", "timer": "do_bench median"}
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
