@@ -9,12 +9,14 @@ import sys
 def gemm_table(data) -> str:
     m = data["meta"]
     out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}.", "",
-           "| dtype | M x N x K | cuBLAS TFLOPS | tlx TFLOPS | ratio | tlx kernel | graph ratio | tlx kernel (graph) |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| dtype | M x N x K | cuBLAS TFLOPS | tlx TFLOPS | ratio | tlx kernel | default ratio | graph ratio | "
+           "default graph ratio |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         out.append(f"| {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['cublas_tflops']:.0f} | "
                    f"{r.get('best_tflops', 0):.0f} | {r.get('ratio', 0):.2f} | {r.get('best', '-')} | "
-                   f"{r.get('graph_ratio', 0):.2f} | {r.get('best_graph', '-')} |")
+                   f"{r.get('default_ratio', 0):.2f} | {r.get('graph_ratio', 0):.2f} | "
+                   f"{r.get('default_graph_ratio', 0):.2f} |")
     out += ["", "Geometric means: " + ", ".join(f"{k.replace('geomean_', '')} {v:.3f}" for k, v in m.items()
                                                 if k.startswith("geomean"))]
     return "\n".join(out)
@@ -26,11 +28,18 @@ def attention_table(data) -> str:
            "H*D = 2048.", "",
            "| D | S | causal | tlx TFLOPS | tlx ping-pong | cuDNN | FA2 (SDPA flash) | ratio to cuDNN |",
            "|---|---|---|---|---|---|---|---|"]
-    for r in data["rows"]:
+    for r in (r for r in data["rows"] if "feature" not in r):
         out.append(f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | {r.get('tlx_tflops', 0):.0f} | "
                    f"{r.get('tlx_pingpong_tflops', 0):.0f} | {r.get('cudnn_tflops', 0):.0f} | "
                    f"{r.get('flash_tflops', 0):.0f} | {r.get('ratio_cudnn', 0):.2f} |")
-    out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}"]
+    out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}", "",
+            "Features (TFLOPS over the attended pairs; 'plain': the same shape without the feature):", "",
+            "| feature | D | S | H / H_kv | tlx | plain | cuDNN | FA2 | rel. error |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in (r for r in data["rows"] if "feature" in r):
+        err = f"{r['tlx_rel_err']:.1e}" if "tlx_rel_err" in r else "-"
+        out.append(f"| {r['feature']} | {r['D']} | {r['S']} | {r['H']} / {r['H_kv']} | {r.get('tlx_tflops', 0):.0f} | "
+                   f"{r.get('tlx_plain_tflops', 0):.0f} | {r.get('cudnn_tflops', 0):.0f} | "
+                   f"{r.get('flash_tflops', 0):.0f} | {err} |")
     return "\n".join(out)
 
 

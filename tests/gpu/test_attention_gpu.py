@@ -146,3 +146,18 @@ def test_pipelined_consumers_gpu(D, bn, causal):
     torch.cuda.synchronize()
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     assert not torch.isnan(o).any() and rel_err(o, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D,S", [(64, 2048), (64, 1152), (128, 2048), (256, 1024)])
+def test_default_config_matches_reference(D, S, causal):
+    """The configuration attention() picks by itself (D=64 with S a multiple of 256: 256-key blocks),
+    writing into a poisoned output."""
+    B, H = 2, 4
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    attention.attention(q, k, v, causal=causal, out=out)
+    torch.cuda.synchronize()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) <= 1e-2

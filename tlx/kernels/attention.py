@@ -379,7 +379,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
 class Config:
     """BM query rows (two 64-row consumers) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the
     consumers alternate at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
-    consumer (needs STAGES >= 3; not with PINGPONG). Not yet timed on the GPU: off by default."""
+    consumer (needs STAGES >= 3; not with PINGPONG). Both off by default: on the H200 neither beat the
+    plain kernel (PIPELINE was 10-20% slower; bench/results/2026-12-03/attention_sweep.log)."""
     BM: int = 128
     BN: int = 128
     STAGES: int = 2
@@ -393,8 +394,15 @@ class Config:
                                  f"STAGES={self.STAGES}, PINGPONG={self.PINGPONG}")
 
 
-def default_config(D: int) -> Config:
-    return Config(BN=64) if D > 128 else Config()
+def default_config(D: int, S: int | None = None) -> Config:
+    """The fastest configuration bench/attention_sweep.py measured on the H200 (bench/results/2026-12-03/
+    attention_sweep.log): 128-key blocks, 64 for D=256 (shared memory), 256 for D=64 when the (fixed)
+    length S is a multiple of 256 (+4-8% over 128). Ping-pong and PIPELINE were no faster."""
+    if D > 128:
+        return Config(BN=64)
+    if D == 64 and S is not None and S % 256 == 0:
+        return Config(BN=256)
+    return Config()
 
 
 LAYOUTS = ("bhsd", "bshd", "thd")
@@ -507,7 +515,7 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> 
         if Sk != S:
             raise _error(f"key length {Sk} must equal query length {S} (use layout='bshd' or 'thd' for other "
                          "lengths)")
-        cfg = default_config(D)
+        cfg = default_config(D, S)
         if S % cfg.BM or S % cfg.BN:
             raise _error(f"sequence length must be a multiple of {max(cfg.BM, cfg.BN)}, got {S} (use layout='bshd' "
                          "or 'thd' for other lengths)")
@@ -546,7 +554,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
         raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
                      "attention(), which runs them as packed sequences")
-    cfg = cfg or default_config(shape.D)
+    cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k)
     (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
     half, D = cfg.BM // 2, shape.D
     descs = [tlx.TensorDescriptor.from_tensor(q2, [half, D]), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
