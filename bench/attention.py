@@ -69,7 +69,7 @@ def feature_rows(dtype) -> list[dict]:
             hkv = 1 if group == 0 else H // group
             q = torch.randn(B, H, S, D, device="cuda", dtype=dtype)
             k, v = (torch.randn(B, hkv, S, D, device="cuda", dtype=dtype) for _ in range(2))
-            cfg = attention.default_config(D, S)
+            cfg = attention.default_config(D, S, causal)
             row = {"feature": name, "D": D, "S": S, "B": B, "H": H, "H_kv": hkv, "causal": causal}
             flops = 4 * B * H * D * attended_pairs(S, window, causal)
             runs = {"tlx": lambda: attention.attention(q, k, v, causal=causal, window=window, softcap=softcap,
@@ -110,7 +110,7 @@ def main():
     dtype = getattr(torch, args.dtype)
     def tlx_impl(pingpong):
         def run(q, k, v, c):
-            cfg = attention.default_config(q.shape[-1], q.shape[2])
+            cfg = attention.default_config(q.shape[-1], q.shape[2], c)
             return attention.attention(q, k, v, causal=c, config=dataclasses.replace(cfg, PINGPONG=pingpong))
         return run
 

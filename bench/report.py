@@ -9,14 +9,13 @@ import sys
 def gemm_table(data) -> str:
     m = data["meta"]
     out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}.", "",
-           "| dtype | M x N x K | cuBLAS TFLOPS | tlx TFLOPS | ratio | tlx kernel | default ratio | graph ratio | "
-           "default graph ratio |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| dtype | M x N x K | cuBLAS TFLOPS | tlx default TFLOPS | default ratio | default graph ratio | "
+           "best ratio | best tlx kernel |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         out.append(f"| {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['cublas_tflops']:.0f} | "
-                   f"{r.get('best_tflops', 0):.0f} | {r.get('ratio', 0):.2f} | {r.get('best', '-')} | "
-                   f"{r.get('default_ratio', 0):.2f} | {r.get('graph_ratio', 0):.2f} | "
-                   f"{r.get('default_graph_ratio', 0):.2f} |")
+                   f"{r.get('default', {}).get('tflops', 0):.0f} | {r.get('default_ratio', 0):.2f} | "
+                   f"{r.get('default_graph_ratio', 0):.2f} | {r.get('ratio', 0):.2f} | {r.get('best', '-')} |")
     out += ["", "Geometric means: " + ", ".join(f"{k.replace('geomean_', '')} {v:.3f}" for k, v in m.items()
                                                 if k.startswith("geomean"))]
     return "\n".join(out)

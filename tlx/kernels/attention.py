@@ -394,13 +394,14 @@ class Config:
                                  f"STAGES={self.STAGES}, PINGPONG={self.PINGPONG}")
 
 
-def default_config(D: int, S: int | None = None) -> Config:
-    """The fastest configuration bench/attention_sweep.py measured on the H200 (bench/results/2026-12-03/
-    attention_sweep.log): 128-key blocks, 64 for D=256 (shared memory), 256 for D=64 when the (fixed)
-    length S is a multiple of 256 (+4-8% over 128). Ping-pong and PIPELINE were no faster."""
+def default_config(D: int, S: int | None = None, causal: bool = False) -> Config:
+    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention_sweep.log and
+    attention-run1.log): 128-key blocks, 64 for D=256 (shared memory), 256 for D=64 when the fixed
+    length S is a multiple of 256 (+4-8% over 128), except causal below 4096 keys, where a 256-key
+    diagonal block wastes more than the longer blocks gain. Ping-pong and PIPELINE were no faster."""
     if D > 128:
         return Config(BN=64)
-    if D == 64 and S is not None and S % 256 == 0:
+    if D == 64 and S is not None and S % 256 == 0 and (not causal or S >= 4096):
         return Config(BN=256)
     return Config()
 
@@ -554,7 +555,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
         raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
                      "attention(), which runs them as packed sequences")
-    cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k)
+    cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.bounds()[1] is not None)
     (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
     half, D = cfg.BM // 2, shape.D
     descs = [tlx.TensorDescriptor.from_tensor(q2, [half, D]), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
