@@ -69,12 +69,10 @@ def feature_rows(dtype) -> list[dict]:
             hkv = 1 if group == 0 else H // group
             q = torch.randn(B, H, S, D, device="cuda", dtype=dtype)
             k, v = (torch.randn(B, hkv, S, D, device="cuda", dtype=dtype) for _ in range(2))
-            cfg = attention.default_config(D, S, causal)
             row = {"feature": name, "D": D, "S": S, "B": B, "H": H, "H_kv": hkv, "causal": causal}
             flops = 4 * B * H * D * attended_pairs(S, window, causal)
-            runs = {"tlx": lambda: attention.attention(q, k, v, causal=causal, window=window, softcap=softcap,
-                                                       config=cfg),
-                    "tlx_plain": lambda: attention.attention(q, k, v, causal=causal, config=cfg)}
+            runs = {"tlx": lambda: attention.attention(q, k, v, causal=causal, window=window, softcap=softcap),
+                    "tlx_plain": lambda: attention.attention(q, k, v, causal=causal)}   # the op's own configs
             if group != 1:
                 runs["flash"] = lambda: sdpa_gqa(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
                 runs["cudnn"] = lambda: sdpa_gqa(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)

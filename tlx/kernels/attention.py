@@ -394,14 +394,16 @@ class Config:
                                  f"STAGES={self.STAGES}, PINGPONG={self.PINGPONG}")
 
 
-def default_config(D: int, S: int | None = None, causal: bool = False) -> Config:
-    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention_sweep.log and
-    attention-run1.log): 128-key blocks, 64 for D=256 (shared memory), 256 for D=64 when the fixed
-    length S is a multiple of 256 (+4-8% over 128), except causal below 4096 keys, where a 256-key
-    diagonal block wastes more than the longer blocks gain. Ping-pong and PIPELINE were no faster."""
+def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
+    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention_sweep.log,
+    attention-run1/2.log): 128-key blocks, 64 for D=256 (shared memory), 256 for D=64 when the fixed
+    length S is a multiple of 256 (+4-8% over 128), except causal below 4096 keys (a 256-key
+    diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
+    (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower). Ping-pong and
+    PIPELINE were no faster."""
     if D > 128:
         return Config(BN=64)
-    if D == 64 and S is not None and S % 256 == 0 and (not causal or S >= 4096):
+    if D == 64 and plain and S is not None and S % 256 == 0 and (not causal or S >= 4096):
         return Config(BN=256)
     return Config()
 
@@ -555,7 +557,9 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
         raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
                      "attention(), which runs them as packed sequences")
-    cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.bounds()[1] is not None)
+    plain = features.window is None and features.softcap is None and features.score_mod is None and \
+        features.mask_mod is None and features.activation == "softmax"
+    cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, plain)
     (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
     half, D = cfg.BM // 2, shape.D
     descs = [tlx.TensorDescriptor.from_tensor(q2, [half, D]), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
