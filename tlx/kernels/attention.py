@@ -126,9 +126,10 @@ def activate(s, ACTIVATION: tl.constexpr):
 def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
                      softcap, BN: tl.constexpr, STAGES: tl.constexpr, SOFTCAP: tl.constexpr,
                      SCORE_MOD: tl.constexpr):
-    """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
-    j+1 is issued before the softmax of block j, and P V of block j stays in flight while Q K^T of
-    j+1 completes. Needs STAGES >= 3: block j+1's K is waited on before block j-1's stage is released.
+    """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): while the
+    softmax of block j runs, Q K^T of block j+1 and P V of block j-1 are both in flight; only the
+    rescale of the accumulator waits for P V j-1. Needs STAGES >= 3: block j+1's K is waited on
+    before block j-1's stage is released.
     The body runs once when a < z, as a loop of at most one iteration: a loop reconciles the running
     statistics' layouts across its edge (tlx's code generator), a runtime `if` does not yet."""
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -140,31 +141,31 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
             s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)
             sn, pn = tlx.warp_spec.get_bufidx_phase(j + 1 - lo, STAGES)
             tlx.barrier_wait(k_full[sn], pn)
-            qk_next = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[sn]))     # in flight over the softmax
+            qk_next = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[sn]))     # in flight over the softmax,
+            qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+            m_new = tl.maximum(m_i, tl.max(qk, 1))       # as is P V of block j-1 (inline: Gluon cannot
+            prob = tl.exp2(qk - m_new[:, None])          # outline a helper that takes not-yet-inferred
+            alpha = tl.exp2(m_i - m_new)                 # layouts in a loop body)
+            l_i = l_i * alpha + tl.sum(prob, 1)
+            m_i = m_new
             acc = tlx.async_dot_wait(1, acc)                                  # P V of block j-1 retired
             if j > a:
                 tlx.barrier_arrive(kv_empty[(j - 1 - lo) % STAGES])
-            qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-            m_new = tl.maximum(m_i, tl.max(qk, 1))       # (inline: Gluon cannot outline a helper that
-            prob = tl.exp2(qk - m_new[:, None])          #  takes not-yet-inferred layouts in a loop body)
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(prob, 1)
             acc = acc * alpha[:, None]
-            m_i = m_new
             tlx.barrier_wait(v_full[s], p)
             acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)  # in flight over the next QK^T
             qk = tlx.async_dot_wait(1, qk_next)                               # Q K^T of block j+1 retired
         s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
-        acc = tlx.async_dot_wait(0, acc)
-        if z - 1 > a:
-            tlx.barrier_arrive(kv_empty[(z - 2 - lo) % STAGES])
         qk = transform_scores(qk, z - 1, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))                               # P V of block z-2 in flight
         prob = tl.exp2(qk - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
-        acc = acc * alpha[:, None]
         m_i = m_new
+        acc = tlx.async_dot_wait(0, acc)
+        if z - 1 > a:
+            tlx.barrier_arrive(kv_empty[(z - 2 - lo) % STAGES])
+        acc = acc * alpha[:, None]
         tlx.barrier_wait(v_full[s], p)
         acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
         acc = tlx.async_dot_wait(0, acc)
