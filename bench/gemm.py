@@ -39,7 +39,7 @@ def bench_shape(shape, dtype, configs, rounds: int):
     row = {"shape": list(shape), "dtype": str(dtype).replace("torch.", ""), "rounds": rounds}
     runs = {"cublas": lambda: torch.matmul(a, b)}
     for cfg in [None, *configs]:          # None: the op's own choice (default_config)
-        name = "default" if cfg is None else f"{cfg.kernel}-{cfg.BM}x{cfg.BN}x{cfg.BK}s{cfg.STAGES}w{cfg.num_warps}"
+        name = "default" if cfg is None else cfg.name()
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         try:
             gemm.matmul(a, b, cfg, out=c)

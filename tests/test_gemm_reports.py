@@ -80,3 +80,33 @@ def test_every_table_choice_fits_shared_memory(shape, out_bytes, epilogue, trans
     args, _, meta = gemm.launch_args(a, b, c, cfg)
     s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
     assert s["shared_bytes"] <= 232448 and s["spills"] == 0
+
+
+def test_splitk_kernels_compile_clean():
+    """Split-K on a skinny problem: the K-sliced pipelined kernel (fp32 partials by TMA) and the reduce
+    kernel with an epilogue."""
+    M, N, K = 128, 8192, 8192
+    cfg = gemm.Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0)
+    splits = cfg.splits(M, N, K, 132)
+    assert splits == 2                                   # 64 tiles fill 128 of 132 SMs
+    a, b = torch.empty(M, K, dtype=torch.bfloat16), torch.empty(K, N, dtype=torch.bfloat16)
+    work = torch.empty(splits * M, N, dtype=torch.float32)
+    descs = [tlx.TensorDescriptor.from_tensor(t, blk) for t, blk in ((a, [128, 64]), (b, [64, 128]), (work, [128, 128]))]
+    s = tlx.compile(gemm.matmul_pipelined_kernel, *descs, M, N, K, 64, M, num_warps=4, BM=128, BN=128, BK=64,
+                    STAGES=4, GROUP_M=8).stats
+    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["spills"] == 0
+    c = torch.empty(M, N, dtype=torch.bfloat16)
+    s = tlx.compile(gemm.splitk_reduce_kernel, work, c, c[0], M, N, splits, M, N, num_warps=4, HAS_BIAS=True,
+                    ACTIVATION="silu", BLOCK_M=32, BLOCK_N=128).stats
+    assert s["spills"] == 0
+
+
+def test_splitk_config_errors():
+    with pytest.raises(tlx.ConfigRejected, match=r"'SPLIT_K' must be 1 for 'persistent'"):
+        gemm.Config("persistent", SPLIT_K=2)
+    with pytest.raises(tlx.ConfigRejected, match=r"and >= 0, got -1"):
+        gemm.Config("pipelined", 128, 128, SPLIT_K=-1)
+    a = torch.randn(256, 128, dtype=torch.float16).T                 # column-major
+    with pytest.raises(tlx.ConfigRejected, match=r"split-K takes row-major operands"):
+        gemm.matmul(a, torch.randn(256, 64, dtype=torch.float16), gemm.Config("pipelined", 128, 64, SPLIT_K=2),
+                    backend="sim")

@@ -31,6 +31,21 @@ def test_gemm_kernels(cfg):
     assert rel_err(c, a.double() @ b.double()) <= 1e-2
 
 
+@pytest.mark.parametrize("M,N,K,splits,act,out_dtype", [(128, 256, 1024, 0, None, None), (100, 200, 704, 3, "gelu", None),
+                                                   (136, 128, 512, 2, "relu", torch.float32)])
+def test_splitk_gemm(M, N, K, splits, act, out_dtype):
+    """Split-K: fp32 partials of K slices (the last one shorter), summed with bias and activation."""
+    a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+    bias = torch.randn(N, dtype=torch.float16) if act else None
+    c = torch.full((M, N), float("nan"), dtype=out_dtype or torch.float16)
+    cfg = gemm.Config("pipelined", 128, 128, 64, 3, 8, 4, SPLIT_K=splits)
+    gemm.matmul(a, b, cfg, out=c, bias=bias, activation=act, out_dtype=out_dtype, backend="sim", programs=8)
+    ref = a.double() @ b.double() + (0 if bias is None else bias.double())
+    ref = {None: lambda x: x, "relu": torch.relu, "gelu": F.gelu}[act](ref)
+    assert cfg.splits(M, N, K, 8) > 1
+    assert rel_err(c, ref) <= 1e-2
+
+
 @pytest.mark.parametrize("at,bt,act,out_dtype", [(True, False, "relu", None), (False, True, "silu", torch.float32),
                                                  (True, True, "gelu", None)])
 def test_persistent_gemm_transposes_and_epilogues(at, bt, act, out_dtype):

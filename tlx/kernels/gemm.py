@@ -1,11 +1,14 @@
 """Hopper GEMM written in the TLX surface: C[M, N] = A[M, K] @ B[K, N] (fp16/bf16 in, fp32 accumulate).
 
-Two kernels share the host wrapper:
-- `matmul_ws_kernel`: warp-specialized. The default task is the TMA producer; two consumer warp
-  groups (one task replicated twice, 232 registers each) each own half of the M tile, keep one
-  wgmma in flight and release a stage as soon as the wgmma that read it has retired.
+Kernels behind one host wrapper (`matmul`), a table (`default_config`) picks one per shape:
+- `matmul_persistent_kernel`: persistent, warp-specialized, cooperative: a TMA producer task and two
+  consumer warp groups that each own half of every 128-row tile.
+- `matmul_pingpong_kernel`: persistent, warp-specialized; the consumers own whole tiles, alternately.
+- `matmul_ws_kernel`: warp-specialized, one tile per program (the TLX_API.md example).
 - `matmul_pipelined_kernel`: no warp specialization; a STAGES-deep TMA ring issued ahead of the
-  wgmma loop (the software pipeline Triton builds, written out by hand).
+  wgmma loop. With `Config.SPLIT_K != 1` it computes one K slice per program into fp32 partials and
+  `splitk_reduce_kernel` sums them (with bias and activation): skinny problems then read each
+  operand byte once instead of once per tile row or column.
 """
 from __future__ import annotations
 
@@ -83,21 +86,26 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.c
 
 
 @tlx.jit
-def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                            BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr):
+def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, K_TILES_PER_SPLIT, C_ROWS_PER_SPLIT, BM: tl.constexpr,
+                            BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr):
+    """Split s = program_id(1) covers K tiles [s * K_TILES_PER_SPLIT, ...) and stores its tile at row
+    offset s * C_ROWS_PER_SPLIT of C (one split: all of K, straight into the output; several: fp32
+    partials that splitk_reduce_kernel sums)."""
     off_m, off_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
+    split = tl.program_id(1)
+    k_first = split * K_TILES_PER_SPLIT
     dtype = tlx.dtype_of(a_desc)
     c_dtype = tlx.dtype_of(c_desc)
     a_bufs = tlx.local_alloc((BM, BK), dtype, STAGES)
     b_bufs = tlx.local_alloc((BK, BN), dtype, STAGES)
     c_buf = tlx.local_alloc((BM, BN), c_dtype, 1)
     full = tlx.alloc_barriers(STAGES)
-    k_tiles = tl.cdiv(K, BK)
+    k_tiles = tl.minimum(tl.cdiv(K, BK) - k_first, K_TILES_PER_SPLIT)
     NBYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
     for i in tl.static_range(STAGES - 1):                        # prologue: fill STAGES-1 slots
         tlx.barrier_expect_bytes(full[i], NBYTES, pred=i < k_tiles)
-        tlx.async_descriptor_load(a_desc, a_bufs[i], [off_m, i * BK], full[i], pred=i < k_tiles)
-        tlx.async_descriptor_load(b_desc, b_bufs[i], [i * BK, off_n], full[i], pred=i < k_tiles)
+        tlx.async_descriptor_load(a_desc, a_bufs[i], [off_m, (k_first + i) * BK], full[i], pred=i < k_tiles)
+        tlx.async_descriptor_load(b_desc, b_bufs[i], [(k_first + i) * BK, off_n], full[i], pred=i < k_tiles)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(k_tiles):
         s, p = tlx.warp_spec.get_bufidx_phase(k, STAGES)
@@ -107,13 +115,31 @@ def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, B
         nk = k + STAGES - 1
         ns = nk % STAGES
         tlx.barrier_expect_bytes(full[ns], NBYTES, pred=nk < k_tiles)
-        tlx.async_descriptor_load(a_desc, a_bufs[ns], [off_m, nk * BK], full[ns], pred=nk < k_tiles)
-        tlx.async_descriptor_load(b_desc, b_bufs[ns], [nk * BK, off_n], full[ns], pred=nk < k_tiles)
+        tlx.async_descriptor_load(a_desc, a_bufs[ns], [off_m, (k_first + nk) * BK], full[ns], pred=nk < k_tiles)
+        tlx.async_descriptor_load(b_desc, b_bufs[ns], [(k_first + nk) * BK, off_n], full[ns], pred=nk < k_tiles)
     acc = tlx.async_dot_wait(0, acc)
     tlx.local_store(c_buf[0], acc.to(c_dtype))
     tlx.fence_async_shared()
-    tlx.async_descriptor_store(c_desc, c_buf[0], [off_m, off_n])
+    tlx.async_descriptor_store(c_desc, c_buf[0], [split * C_ROWS_PER_SPLIT + off_m, off_n])
     tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
+def splitk_reduce_kernel(part_ptr, out_ptr, bias_ptr, M, N, SPLITS, ROWS_PER_SPLIT, OUT_STRIDE,
+                         HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr):
+    """out = act(sum of the SPLITS fp32 partial tiles + bias), cast to out's dtype."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    off_n = tl.program_id(1) * BLOCK_N
+    cols = off_n + tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(SPLITS):
+        acc += tl.load(part_ptr + (s * ROWS_PER_SPLIT).to(tl.int64) * N + offs, mask=mask, other=0.0)
+    acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BLOCK_N)
+    out_offs = rows.to(tl.int64)[:, None] * OUT_STRIDE + cols[None, :]
+    tl.store(out_ptr + out_offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @tlx.jit
@@ -299,6 +325,8 @@ class Config:
     STAGES: int = 3
     GROUP_M: int = 8
     num_warps: int = 4
+    SPLIT_K: int = 1      # "pipelined" only: != 1 runs split-K (fp32 partials, then a reduce with the epilogue);
+    #                       K split over SPLIT_K programs per tile, 0 = as many as fill the GPU
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -306,15 +334,32 @@ class Config:
         if self.kernel in ("persistent", "ws") and self.BM != 128:
             raise ConfigRejected(f"gemm.Config: 'BM' must be 128 for {self.kernel!r} (two 64-row consumer groups), "
                                  f"got {self.BM}")
+        if self.SPLIT_K != 1 and (self.kernel != "pipelined" or self.SPLIT_K < 0):
+            raise ConfigRejected(f"gemm.Config: 'SPLIT_K' must be 1 for {self.kernel!r} (split-K is the pipelined "
+                                 f"kernel's) and >= 0, got {self.SPLIT_K}")
 
     def key(self) -> tuple:
-        return (self.kernel, self.BM, self.BN, self.BK, self.STAGES, self.GROUP_M, self.num_warps)
+        return (self.kernel, self.BM, self.BN, self.BK, self.STAGES, self.GROUP_M, self.num_warps, self.SPLIT_K)
+
+    def name(self) -> str:
+        split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
+        return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{split}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
-        """The kernel's shared memory: the A/B ring plus the C staging tiles (two for ping-pong)."""
+        """The kernel's shared memory: the A/B ring plus the C staging tiles (two for ping-pong; fp32
+        partials under split-K)."""
         ring = self.STAGES * (self.BM * self.BK + self.BK * self.BN) * in_bytes
         c_tiles = 2 if self.kernel == "pingpong" else 1
-        return ring + c_tiles * self.BM * self.BN * out_bytes
+        c_bytes = 4 if self.SPLIT_K != 1 else out_bytes
+        return ring + c_tiles * self.BM * self.BN * c_bytes
+
+    def splits(self, M: int, N: int, K: int, sms: int) -> int:
+        """The K split of a problem: SPLIT_K, or (0) as many as fill `sms` programs while every split
+        keeps at least 4 K tiles, at most 8."""
+        if self.SPLIT_K:
+            return self.SPLIT_K
+        tiles = triton.cdiv(M, self.BM) * triton.cdiv(N, self.BN)
+        return max(1, min(sms // tiles, triton.cdiv(K, self.BK) // 4, 8))
 
 
 KERNELS = {"persistent": matmul_persistent_kernel, "pingpong": matmul_pingpong_kernel, "ws": matmul_ws_kernel,
@@ -330,8 +375,10 @@ def configs() -> list[Config]:
     return [Config("persistent", 128, 256, 64, 3), Config("persistent", 128, 128, 64, 4),
             Config("pingpong", 128, 128, 64, 4), Config("pingpong", 128, 64, 64, 6),
             Config("pipelined", 128, 256, 64, 3, 8, 8),
-            # skinny problems: more, smaller tiles so every SM streams its share of the big operand
-            Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4)]
+            # skinny problems: more, smaller tiles so every SM streams its share of the big operand ...
+            Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4),
+            # ... or whole-M/N tiles with K split across programs, so each operand byte is read once
+            Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0)]
 
 
 def _tma_ok(t) -> bool:
@@ -395,7 +442,42 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
         return (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K), (min(tiles, sms),), meta
     if bias is not None or activation is not None:
         raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
+    if cfg.kernel == "pipelined":                      # one K split: all K tiles, straight into C
+        return (a_desc, b_desc, c_desc, M, N, K, triton.cdiv(K, cfg.BK), 0), (tiles, 1), meta
     return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
+
+
+def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=None, backend=None):
+    """The two launches of a split-K product: `splits` programs per tile write fp32 partials into a
+    workspace [splits * M rounded up to BM, N], then splitk_reduce_kernel sums them (with bias and
+    activation) into c. Returns a callable running both; it owns the workspace."""
+    import torch
+    M, K = a.shape
+    N = b.shape[1]
+    if a.stride(1) != 1 or b.stride(1) != 1:
+        raise ConfigRejected("gemm: split-K takes row-major operands (the pipelined kernel's)")
+    rows = triton.cdiv(M, cfg.BM) * cfg.BM
+    per_split = triton.cdiv(triton.cdiv(K, cfg.BK), splits)
+    splits = triton.cdiv(triton.cdiv(K, cfg.BK), per_split)          # no split left without K tiles
+    work = torch.empty((splits * rows, N), dtype=torch.float32, device=a.device)
+    a_desc = tlx.TensorDescriptor.from_tensor(a, [cfg.BM, cfg.BK])
+    b_desc = tlx.TensorDescriptor.from_tensor(b, [cfg.BK, cfg.BN])
+    w_desc = tlx.TensorDescriptor.from_tensor(work, [cfg.BM, cfg.BN])
+    tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
+    main = matmul_pipelined_kernel.prepare(a_desc, b_desc, w_desc, M, N, K, per_split, rows, grid=(tiles, splits),
+                                           num_warps=cfg.num_warps, backend=backend, BM=cfg.BM, BN=cfg.BN,
+                                           BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
+    block_m, block_n = 32, 128
+    reduce = splitk_reduce_kernel.prepare(work, c, bias if bias is not None else c, M, N, splits, rows, c.stride(0),
+                                          grid=(triton.cdiv(M, block_m), triton.cdiv(N, block_n)), num_warps=4,
+                                          backend=backend, HAS_BIAS=bias is not None, ACTIVATION=activation,
+                                          BLOCK_M=block_m, BLOCK_N=block_n)
+
+    def run():
+        main()
+        reduce()
+    run.workspace = work          # keeps the partials' memory alive as long as the prepared launches
+    return run
 
 
 def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False,
@@ -437,6 +519,9 @@ def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=N
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
                                    bias is not None or activation is not None, transposed)
     def prepare():
+        if cfg.SPLIT_K != 1:
+            return splitk_launches(a, b, c, cfg, cfg.splits(M, N, K, programs or num_sms(a.device)), bias,
+                                   activation, backend)
         args, grid, meta = launch_args(a, b, c, cfg, bias, activation, programs)
         return KERNELS[cfg.kernel].prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend, **meta)
 
