@@ -117,7 +117,12 @@ def main():
             raise ValueError("PIPELINE needs three 128-key stages: D=256 does not fit")
         return attention.attention(q, k, v, causal=c, config=attention.Config(STAGES=3, PIPELINE=True))
 
+    def tlx_persistent(q, k, v, c):           # one program per SM walking the tiles
+        cfg = attention.default_config(q.shape[-1], q.shape[2], c)
+        return attention.attention(q, k, v, causal=c, config=dataclasses.replace(cfg, PERSISTENT=True))
+
     impls = {"tlx": tlx_impl(False), "tlx_pingpong": tlx_impl(True), "tlx_pipeline": tlx_pipeline,
+             "tlx_persistent": tlx_persistent,
              "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flash": sdpa(SDPBackend.FLASH_ATTENTION)}
     rows = []
     for D in (64, 128, 256):
@@ -140,11 +145,12 @@ def main():
                         row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
                 if "tlx_tflops" in row and "cudnn_tflops" in row:       # the op's default configuration
                     row["ratio_cudnn"] = row["tlx_tflops"] / row["cudnn_tflops"]
-                    best = max(row.get(f"{n}_tflops", 0.0) for n in ("tlx", "tlx_pingpong", "tlx_pipeline"))
+                    best = max(row.get(f"{n}_tflops", 0.0) for n in ("tlx", "tlx_pingpong", "tlx_pipeline", "tlx_persistent"))
                     row["best_ratio_cudnn"] = best / row["cudnn_tflops"]
                 rows.append(row)
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  tlx {row.get('tlx_tflops', 0):6.1f}  "
                       f"pp {row.get('tlx_pingpong_tflops', 0):6.1f}  pipe {row.get('tlx_pipeline_tflops', 0):6.1f}  "
+                      f"pers {row.get('tlx_persistent_tflops', 0):6.1f}  "
                       f"cudnn {row.get('cudnn_tflops', 0):6.1f}  flash {row.get('flash_tflops', 0):6.1f}  "
                       f"ratio {row.get('ratio_cudnn', float('nan')):.3f}  err {row.get('tlx_rel_err', -1):.1e}",
                       flush=True)

@@ -25,14 +25,16 @@ def attention_table(data) -> str:
     m = data["meta"]
     out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}, {m['dtype']}, B*S = 16384, "
            "H*D = 2048.", "",
-           "| D | S | causal | tlx TFLOPS | tlx ping-pong | tlx pipeline | cuDNN | FA2 (SDPA flash) | ratio to cuDNN |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| D | S | causal | tlx TFLOPS | tlx ping-pong | tlx pipeline | tlx persistent | cuDNN | FA2 (SDPA flash) | "
+           "ratio to cuDNN |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
 
     def cell(r, key):
         return f"{r[key]:.0f}" if key in r else "-"
     for r in (r for r in data["rows"] if "feature" not in r):
         out.append(f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | {cell(r, 'tlx_tflops')} | "
-                   f"{cell(r, 'tlx_pingpong_tflops')} | {cell(r, 'tlx_pipeline_tflops')} | {cell(r, 'cudnn_tflops')} | "
+                   f"{cell(r, 'tlx_pingpong_tflops')} | {cell(r, 'tlx_pipeline_tflops')} | {cell(r, 'tlx_persistent_tflops')} | "
+                   f"{cell(r, 'cudnn_tflops')} | "
                    f"{cell(r, 'flash_tflops')} | {r.get('ratio_cudnn', 0):.2f} |")
     out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}", "",
             "Features (TFLOPS over the attended pairs; 'plain': the same shape without the feature):", "",

@@ -161,3 +161,22 @@ def test_default_config_matches_reference(D, S, causal):
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     assert not torch.isnan(out).any()
     assert rel_err(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])
+@pytest.mark.parametrize("D,S,causal", [(64, 1024, True), (128, 2048, False), (128, 1024, True), (256, 1024, True)])
+def test_persistent_matches_reference(D, S, causal, pingpong):
+    """Config(PERSISTENT=True): one program per SM walks many tiles (B*H*S/128 of them), poisoned output."""
+    B, H = 4, 16
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong, PERSISTENT=True)
+    out = torch.full_like(q, float("nan"))
+    _, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) <= 1e-2
+    scores = (q.float() @ k.float().transpose(-1, -2)) / D ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+    assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3

@@ -35,6 +35,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
+from tlx.kernels.hardware import num_sms
 from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 LOG2E = 1.4426950408889634
@@ -264,14 +265,15 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 
 
 @tlx.jit
-def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, b, h, kv_len, sm_scale, softcap,
+def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len, sm_scale, softcap,
                    win_l, win_r, cid: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr, BN: tl.constexpr,
                    STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                    SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
                    ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
-    """One consumer's pass over K/V blocks [lo, hi): masked left edge, unmasked inside, masked right
-    edge (diagonal, sequence end). Returns (row max, row sum, acc); the edge loops exist only when a
-    mask can apply. PIPELINE: the unmasked blocks overlap softmax with wgmma (pipelined_blocks)."""
+    """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
+    unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
+    edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
+    wgmma (pipelined_blocks)."""
     if ACTIVATION == "softmax":                                      # running row max and sum
         m_i = tl.full((HALF,), float("-inf"), tl.float32)
         l_i = tl.zeros((HALF,), tl.float32)
@@ -279,28 +281,26 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, 
         m_i = 0.0
         l_i = 0.0
     acc = tl.zeros((HALF, D), tl.float32)
-    if PINGPONG:
-        if cid == 1:
-            tlx.named_barrier_arrive(8, 256)                         # consumer 0 goes first
+    ring_lo = lo - c0                                                # block j sits at ring count j - ring_lo
     a, z = unmasked_range(r0, lo, hi, kv_len, win_l, win_r, HALF, BN, BOUND_L, BOUND_R, MASK_MOD)
     if BOUND_L or MASK_MOD is not None:
         for j in range(lo, a):
-            m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
     if PIPELINE:
-        m_i, l_i, acc = pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0,
+        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0,
                                          b, h, sm_scale, softcap, BN, STAGES, SOFTCAP, SCORE_MOD)
     else:
         for j in range(a, z):
-            m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN, STAGES,
                                             False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
                                             ACTIVATION)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         for j in range(z, hi):
-            m_i, l_i, acc = attention_block(j, j - lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
@@ -308,72 +308,135 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, 
 
 
 @tlx.jit
-def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
-                         S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE,
-                         D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                         PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
-                         SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
-                         VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
-    HALF: tl.constexpr = BM // 2
-    m_block = tl.program_id(0)
-    if BOUND_R:                                            # later rows attend more keys (causal): dispatch the
-        m_block = tl.num_programs(0) - 1 - m_block         # long tiles first, the short ones fill the tail
-    m0 = m_block * BM                                      # first query row, inside the sequence
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
+def program_tile_count(NUM_TILES, PERSISTENT: tl.constexpr):
+    """Tiles this program runs: one, or (persistent) its share of the rounds tile_of deals."""
+    if PERSISTENT:
+        n_prog = tl.num_programs(0)
+        p = tl.program_id(0)
+        last = tl.cdiv(NUM_TILES, n_prog) - 1                # the last round may be partial
+        rem = NUM_TILES - last * n_prog
+        gets = tl.where(last % 2 == 0, p < rem, p >= n_prog - rem)
+        n = last + gets.to(tl.int32)
+    else:
+        n = 1
+    return n
+
+
+@tlx.jit
+def tile_of(k, NUM_M, H, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+    """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
+    batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
+    reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
+    head's K/V in L2. LONGEST_FIRST (right-bounded masks): later rows attend more keys, run them first."""
+    if PERSISTENT:
+        n_prog = tl.num_programs(0)
+        p = tl.program_id(0)
+        t = k * n_prog + tl.where(k % 2 == 0, p, n_prog - 1 - p)
+        bh = t // NUM_M
+        m_block = t % NUM_M
+    else:
+        bh = tl.program_id(1)
+        m_block = tl.program_id(0)
+    if LONGEST_FIRST:
+        m_block = NUM_M - 1 - m_block
+    return m_block * BM, bh // H, bh % H
+
+
+@tlx.jit
+def tile_rows(m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
+              KV_COL_H, BM: tl.constexpr, BN: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+              VARLEN: tl.constexpr):
+    """Where a tile's operands live: (q start, q length, kv length, q row, q col, kv row, kv col, first
+    and end K/V block). The producer and both consumers compute the same values."""
     hk = h // KV_GROUP
     q_start, q_len, k_start, kv_len = sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)
-    if VARLEN:
-        if m0 >= q_len:                                    # the grid covers the longest sequence
+    lo, hi = kv_block_range(m0, kv_len, win_l, win_r, BM, BN, BOUND_L, BOUND_R)
+    return (q_start, q_len, kv_len, q_start + h * ROW_H + m0, h * COL_H, k_start + hk * KV_ROW_H, hk * KV_COL_H,
+            lo, hi)
+
+
+@tlx.jit
+def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
+                         S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
+                         NUM_TILES, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                         PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                         SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
+                         VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
+                         PERSISTENT: tl.constexpr):
+    """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
+    walking its tiles; then the producer loads the next tile's Q as soon as both consumers have
+    stored their output through it (q_empty) and runs ahead on its K/V, across tile boundaries."""
+    HALF: tl.constexpr = BM // 2
+    if VARLEN:                                             # (never persistent) the grid covers the longest
+        first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
+        seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)  # its end
+        if first_row >= seq_len:
             return
-    lse_row = h * S_Q + q_start if VARLEN else bh * S_Q    # LSE: [H, total_q] packed, else [B, H, S]
-    q_row = q_start + h * ROW_H + m0
-    q_col = h * COL_H
-    kv_row = k_start + hk * KV_ROW_H
-    kv_col = hk * KV_COL_H
     dtype = tlx.dtype_of(q_desc)
     q_bufs = tlx.local_alloc((HALF, D), dtype, 2)
     k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     q_full = tlx.alloc_barriers(2)
+    q_empty = tlx.alloc_barriers(2)
     k_full = tlx.alloc_barriers(STAGES)
     v_full = tlx.alloc_barriers(STAGES)
     kv_empty = tlx.alloc_barriers(STAGES, arrive_count=2)
-    lo, hi = kv_block_range(m0, kv_len, win_l, win_r, BM, BN, BOUND_L, BOUND_R)
+    n_tiles = program_tile_count(NUM_TILES, PERSISTENT)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
-            for c in tl.static_range(2):
-                tlx.barrier_expect_bytes(q_full[c], HALF * D * tlx.size_of(dtype))
-                tlx.async_descriptor_load(q_desc, q_bufs[c], [q_row + c * HALF, q_col], q_full[c])
-            for j in range(lo, hi):
-                s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)
-                tlx.barrier_wait(kv_empty[s], p ^ 1)
-                tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(dtype))
-                tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
-                tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(dtype))
-                tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
+            cnt = 0                                                      # K/V blocks loaded so far
+            for k in range(n_tiles):
+                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
+                    m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
+                    KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
+                for c in tl.static_range(2):
+                    if PERSISTENT:
+                        tlx.barrier_wait(q_empty[c], (k & 1) ^ 1)        # consumer c stored the last tile
+                    tlx.barrier_expect_bytes(q_full[c], HALF * D * tlx.size_of(dtype))
+                    tlx.async_descriptor_load(q_desc, q_bufs[c], [q_row + c * HALF, q_col], q_full[c])
+                for j in range(lo, hi):
+                    s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
+                    tlx.barrier_wait(kv_empty[s], p ^ 1)
+                    tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(dtype))
+                    tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
+                    tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(dtype))
+                    tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
+                cnt += hi - lo
         with tlx.async_task(num_warps=4, registers=240, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
-            tlx.barrier_wait(q_full[cid], 0)
-            r0 = m0 + cid * HALF
-            m_i, l_i, acc = consume_blocks(q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, r0, b, h,
-                                           kv_len, sm_scale, softcap, win_l, win_r, cid, HALF, D, BN, STAGES,
-                                           PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
-                                           ACTIVATION, PIPELINE)
-            if ACTIVATION == "softmax":
-                out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]      # a fully masked row: 0, LSE -inf
-            else:
-                out = acc
-            store_output(out.to(dtype), o_desc, o_ptr, q_bufs[cid], q_row + cid * HALF, q_col, q_len - r0, O_STRIDE,
-                         HALF, D, VARLEN)
-            if ACTIVATION == "softmax":
-                rows = r0 + tl.arange(0, HALF)
-                lse = (m_i + tl.log2(l_i)) / LOG2E
-                if VARLEN:
-                    tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
+            if PINGPONG:
+                if cid == 1:
+                    tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
+            cnt = 0
+            for k in range(n_tiles):
+                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
+                    m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
+                    KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
+                tlx.barrier_wait(q_full[cid], k & 1)
+                r0 = m0 + cid * HALF
+                m_i, l_i, acc = consume_blocks(q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, cnt, r0,
+                                               b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, HALF, D, BN, STAGES,
+                                               PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
+                                               ACTIVATION, PIPELINE)
+                if ACTIVATION == "softmax":
+                    out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # a fully masked row: 0, LSE -inf
                 else:
-                    tl.store(lse_ptr + lse_row + rows, lse)
+                    out = acc
+                store_output(out.to(dtype), o_desc, o_ptr, q_bufs[cid], q_row + cid * HALF, q_col, q_len - r0,
+                             O_STRIDE, HALF, D, VARLEN)
+                if PERSISTENT:
+                    tlx.barrier_arrive(q_empty[cid])                     # the store has read Q's buffer
+                if ACTIVATION == "softmax":
+                    rows = r0 + tl.arange(0, HALF)
+                    lse = (m_i + tl.log2(l_i)) / LOG2E
+                    lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
+                    if VARLEN:
+                        tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
+                    else:
+                        tl.store(lse_ptr + lse_row + rows, lse)
+                cnt += hi - lo
 
 
 @dataclass(frozen=True)
@@ -388,6 +451,8 @@ class Config:
     PINGPONG: bool = False
     PIPELINE: bool = False
     num_warps: int = 4
+    PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only); not yet timed
+    PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
 
     def __post_init__(self):
         if self.PIPELINE and (self.STAGES < 3 or self.PINGPONG):
@@ -567,14 +632,23 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
              tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, [half, D])]
     left, right = features.bounds()
     cu_q, cu_k = (cu_seqlens_q, cu_seqlens_k) if shape.varlen else (o, o)
-    args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
-            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides)
+    if cfg.PERSISTENT and shape.varlen:
+        raise ConfigRejected("attention.Config: 'PERSISTENT' needs fixed lengths (layout 'bhsd' or 'bshd' of "
+                             "block-multiple lengths), got variable lengths")
     rows = max_seqlen_q if shape.varlen else shape.S_q
-    grid = (triton.cdiv(rows, cfg.BM), shape.B * shape.H)
+    num_m = triton.cdiv(rows, cfg.BM)
+    num_tiles = num_m * shape.B * shape.H
+    args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
+            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles)
+    if cfg.PERSISTENT:
+        grid = (min(num_tiles, cfg.PROGRAMS or num_sms(q.device)),)
+    else:
+        grid = (num_m, shape.B * shape.H)
     meta = dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, PINGPONG=cfg.PINGPONG, BOUND_L=left is not None,
                 BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
-                ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax")
+                ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
+                PERSISTENT=cfg.PERSISTENT)
     return args, grid, meta, cfg
 
 

@@ -19,6 +19,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
+from tlx.kernels.hardware import num_sms
 from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 
@@ -410,13 +411,6 @@ def check_operands(a, b, bias=None, activation=None, out_dtype=None) -> None:
         raise ValueError(f"tlx.matmul: 'out_dtype' must be float16, bfloat16 or float32, got {out_dtype}")
     if out_dtype is not None and str(out_dtype).replace("torch.", "") != "float32" and out_dtype != a.dtype:
         raise ValueError(f"tlx.matmul: 'out_dtype' must be the input dtype {a.dtype} or float32, got {out_dtype}")
-
-
-def num_sms(device) -> int:
-    import torch
-    if getattr(device, "type", "cpu") == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 132   # H200: what compile reports and the simulator assume
 
 
 def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int | None = None):
