@@ -17,7 +17,7 @@ def demo(argv) -> int:
     for case in cases:
         t0 = time.time()
         report = tlx.compile(case.kernel, *case.compile_args(), num_warps=case.num_warps, **case.meta)
-        print(f"  {report}  ({time.time() - t0:.1f} s)")
+        print(f"  {case.name:28s} {report}  ({time.time() - t0:.1f} s)")
     if torch.cuda.is_available():
         print("GPU found: running each kernel against torch and timing it")
         for case in cases:

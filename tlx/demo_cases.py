@@ -67,12 +67,33 @@ def _gemm(cfg, M=256, N=256, K=256, programs=None):
     return make
 
 
+def _attention(cfg, D=64, causal=False, B=1, H=2, S=256):
+    def make(torch, device):
+        import math
+
+        from tlx.kernels import attention
+        q, k, v = (torch.randn(B, H, S, D, device=device, dtype=torch.float16) for _ in range(3))
+        o = torch.empty_like(q)
+        lse = torch.empty(B, H, S, device=device)
+        args, grid, meta, _ = attention.launch_args(q, k, v, o, lse, 1 / math.sqrt(D), "bhsd", cfg,
+                                                    attention.Features(causal=causal))
+        s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(D)
+        if causal:
+            s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=device).triu(1), float("-inf"))
+        return args, grid, meta, o, torch.softmax(s, -1) @ v.double()
+    return make
+
+
 def cases() -> list[Case]:
-    from tlx.kernels import gemm
+    from tlx.kernels import attention, gemm
     ws, pipe = gemm.Config("ws", 128, 128, 64, 2), gemm.Config("pipelined", 128, 128, 64, 2)
     coop, pingpong = gemm.Config("persistent", 128, 128, 64, 2), gemm.Config("pingpong", 128, 128, 64, 2)
     return [Case("two_task_add", two_task_add, _vector_add),
             Case("gemm pipelined 128x128x64", gemm.matmul_pipelined_kernel, _gemm(pipe), pipe.num_warps),
             Case("gemm warp-specialized", gemm.matmul_ws_kernel, _gemm(ws), ws.num_warps),
             Case("gemm persistent cooperative", gemm.matmul_persistent_kernel, _gemm(coop, 384, 384, programs=3)),
-            Case("gemm persistent ping-pong", gemm.matmul_pingpong_kernel, _gemm(pingpong, 384, 384, programs=3))]
+            Case("gemm persistent ping-pong", gemm.matmul_pingpong_kernel, _gemm(pingpong, 384, 384, programs=3)),
+            Case("attention causal D=128", attention.attention_fwd_kernel,
+                 _attention(attention.Config(), D=128, causal=True)),
+            Case("attention persistent D=64", attention.attention_fwd_kernel,
+                 _attention(attention.Config(PERSISTENT=True, PROGRAMS=2), D=64, causal=True))]
