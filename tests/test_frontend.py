@@ -29,6 +29,31 @@ def test_split_resolves_constexpr_if_and_replicas():
     assert len(split_kernel(_tasks.fn, {"USE_EXTRA": False, "REPS": 3}).tasks) == 0   # default only: inline
 
 
+@tlx.jit
+def _shadowed(x_ptr, out_ptr, FLAG: tl.constexpr):
+    if FLAG:                                   # dead when FLAG is False: `first` is then no outer local
+        first = 1
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(1):
+                first = tl.program_id(0) + i  # assigned in the task before it is read
+                tl.store(out_ptr + first, tl.load(x_ptr + first) * 2)
+        with tlx.async_task(num_warps=4):
+            pass
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_task_local_name_also_stored_under_dead_constexpr_if(flag):
+    """A name stored before the region only in a compile-time-dead branch is not captured (it would
+    be unbound); stored in the live branch it is captured and the task's own assignment wins."""
+    captured = split_kernel(_shadowed.fn, {"FLAG": flag}).tasks[0].params
+    assert ("first" in captured) == flag
+    x, out = torch.randn(4), torch.zeros(4)
+    _shadowed[(4,)](x, out, FLAG=flag, backend="sim")
+    assert torch.equal(out, x * 2)
+    tlx.compile(_shadowed, x, out, FLAG=flag)
+
+
 def test_generated_text_keeps_user_line_numbers():
     import inspect
     lines, first = inspect.getsourcelines(_tasks.fn)

@@ -134,6 +134,10 @@ class _Splitter:
             w = _with_call(stmt, self.aliases)
             if w and w[0] == "async_tasks":
                 continue
+            taken = self.constant_branch(stmt)
+            if taken is not None:                 # a compile-time `if`: the dead branch stores nothing
+                out |= self.stored_outside_regions(taken)
+                continue
             nested = [getattr(stmt, b) for b in ("body", "orelse", "finalbody", "handlers")
                       if isinstance(getattr(stmt, b, None), list)]
             if nested:
@@ -144,6 +148,24 @@ class _Splitter:
             else:
                 out |= _stored_names([stmt])
         return out
+
+    def constant_branch(self, stmt: ast.stmt):
+        """The branch an `if` on a compile-time value takes (None: not such an `if`). A name stored only
+        in the untaken branch is then no kernel local a task could capture."""
+        if not isinstance(stmt, ast.If):
+            return None
+        names = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+        if names & (self.kernel_locals - set(self.env)):
+            return None                           # reads a runtime value: both branches may run
+        code = ast.get_source_segment("\n".join(self.src.lines), stmt.test)
+        try:
+            value = eval(code, dict(self.src.fn.__globals__), dict(self.env))
+        except Exception:
+            return None
+        value = getattr(value, "value", value)
+        if not isinstance(value, (bool, int, str, type(None))):
+            return None
+        return stmt.body if value else stmt.orelse
 
     def error(self, node: ast.AST, msg: str) -> TlxCompileError:
         line = self.src.file_line(node.lineno)
