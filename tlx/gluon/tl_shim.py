@@ -20,7 +20,7 @@ program_id num_programs load cdiv where maximum minimum exp exp2 log log2 sqrt s
 div_rn fdiv umulhi cast expand_dims reshape broadcast
 broadcast_to ravel multiple_of max_contiguous max_constancy static_assert static_print device_print
 device_assert assume range static_range constexpr tensor dtype pointer_type block_type tuple sigmoid
-clamp flip interleave
+clamp flip interleave inline_asm_elementwise
 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64 float8e4nv float8e5
 float8e4b15 void PropagateNan
 """.split()
