@@ -95,3 +95,23 @@ def test_splitk_matches_reference(shape, act, dtype):
     ref = {None: ref, "relu": torch.relu(ref), "gelu": torch.nn.functional.gelu(ref)}[act].float()
     assert not torch.isnan(c).any(), "some outputs were never written"
     assert rel_err(c, ref) <= 1e-2
+
+
+def test_tuned_matmul_is_remembered(tmp_path, monkeypatch):
+    """config="tune" times the usable configurations once on the H200, stores the winner, and a later
+    call (even after the in-memory copy is dropped) reuses it without timing."""
+    from tlx.kernels import tuning
+    monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))
+    tuning._MEMORY.clear()
+    a = torch.randn(1024, 2048, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(2048, 512, device="cuda", dtype=torch.bfloat16)
+    c = gemm.matmul(a, b, "tune")
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) <= 1e-2
+    tuning._MEMORY.clear()
+    monkeypatch.setattr(tuning, "tune", lambda *a, **k: pytest.fail("a remembered problem was re-tuned"))
+    c.fill_(float("nan"))
+    gemm.matmul(a, b, "tune", out=c)
+    torch.cuda.synchronize()
+    assert rel_err(c, a.double() @ b.double()) <= 1e-2
+    tuning._MEMORY.clear()

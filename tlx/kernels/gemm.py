@@ -498,17 +498,58 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     return cfg
 
 
+def candidates(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool, transposed: bool) -> list[Config]:
+    """What the tuner times for a problem: the table's choice first, then every configuration of
+    `configs()` that can run it (transposed operands: persistent kernels; epilogues: persistent or
+    split-K) within shared memory."""
+    first = default_config(M, N, K, in_bytes, out_bytes, epilogue, transposed)
+    usable = [c for c in configs() if c != first and c.shared_bytes(in_bytes, out_bytes) <= SHARED_LIMIT
+              and (not transposed or c.kernel in PERSISTENT)
+              and (not epilogue or c.kernel in PERSISTENT or c.SPLIT_K != 1)]
+    return [first, *usable]
+
+
+def tuned_config(a, b, c, bias, activation, backend, programs) -> Config:
+    """The remembered fastest configuration for this problem, measured now if it is new (tlx/kernels/tuning.py)."""
+    from dataclasses import asdict
+
+    from tlx.kernels import tuning
+    M, K = a.shape
+    N = b.shape[1]
+    a_t, b_t = a.stride(1) != 1, b.stride(1) != 1
+    problem = (f"{M}x{N}x{K} {str(a.dtype)[6:]}->{str(c.dtype)[6:]} a{'T' if a_t else 'N'}b{'T' if b_t else 'N'} "
+               f"bias={bias is not None} act={activation}")
+    known = tuning.remembered("gemm", problem, a.device)
+    if known is not None:
+        return Config(**{k: v for k, v in known.items() if k in Config.__dataclass_fields__})
+    cands = candidates(M, N, K, a.element_size(), c.element_size(), bias is not None or activation is not None,
+                       a_t or b_t)
+    return tuning.tune("gemm", problem, a.device, cands,
+                       run=lambda cfg: matmul(a, b, cfg, out=c, bias=bias, activation=activation, backend=backend,
+                                              programs=programs),
+                       result=lambda: c, fields=lambda cfg: dict(asdict(cfg), name=cfg.name()))
+
+
 _LAST_LAUNCH = LaunchCache()
 
 
-def matmul(a, b, config: Config | None = None, out=None, bias=None, activation=None, out_dtype=None,
+def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activation=None, out_dtype=None,
            backend: str | None = None, programs: int | None = None):
-    """C = act(A @ B + bias) with a tlx kernel. `backend="sim"` runs it on the CPU simulator."""
+    """C = act(A @ B + bias) with a tlx kernel. `config`: a Config, None (the shape table; with
+    TLX_TUNE=1 in the environment, "tune") or "tune" (the fastest configuration measured on this GPU
+    for this exact problem, timed on first use and remembered on disk). `backend="sim"` runs it on
+    the CPU simulator."""
+    import os
+
     import torch
     check_operands(a, b, bias, activation, out_dtype)
+    if isinstance(config, str) and config != "tune":
+        raise ValueError(f"tlx.matmul: 'config' must be a gemm.Config, None or \"tune\", got {config!r}")
     out_dtype = out_dtype or a.dtype
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
+    if config == "tune" or (config is None and os.environ.get("TLX_TUNE") == "1"):
+        config = tuned_config(a, b, c, bias, activation, backend, programs)   # measured once, then remembered
     transposed = a.stride(1) != 1 or b.stride(1) != 1
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
                                    bias is not None or activation is not None, transposed)
