@@ -14,12 +14,12 @@ def tensor_key(t) -> tuple:
 
 class LaunchCache:
     def __init__(self):
-        self._key = None
-        self._value = None
+        self._entry = None                # (key, value), replaced whole: threads never mix two entries
 
     def get(self, key, build):
-        if key != self._key:
-            self._key = None              # a failed build leaves no stale entry behind
-            self._value = build()
-            self._key = key
-        return self._value
+        entry = self._entry
+        if entry is not None and entry[0] == key:
+            return entry[1]
+        value = build()                   # a failed build leaves the previous entry, still consistent
+        self._entry = (key, value)
+        return value
