@@ -268,6 +268,7 @@ BAD_INPUTS = [
     (dict(window=(3,)), "'window' must be None or \\(left, right\\)"),
     (dict(window=(-1, 4)), "'window' must be None or \\(left, right\\)"),
     (dict(softcap=-1.0), "'softcap' must be None or a positive number"),
+    (dict(scale=-0.5), r"'scale' must be >= 0 for softmax attention, got -0.5"),
     (dict(activation="relu"), "'activation' must be one of"),
     (dict(score_mod=lambda s, b, h, i, j: s), "'score_mod' must be a @tlx.jit function"),
     (dict(layout="sbhd"), "'layout' must be one of"),
@@ -378,3 +379,10 @@ def test_bshd_any_length(S, Sk, causal):
                                    backend="sim", return_lse=True)
     ref, ref_lse = reference(q, k, v, causal=causal)
     check(out.transpose(1, 2), lse, ref, ref_lse)
+
+
+def test_zero_scale_is_uniform_attention():
+    """scale 0 on the plain path (row max of raw scores times 0): every key weighs the same."""
+    q, k, v = randn(1, 2, 256, 64), randn(1, 2, 256, 64), randn(1, 2, 256, 64)
+    out, lse = run_sim(q, k, v, scale=0.0)
+    check(out, lse, *reference(q, k, v, scale=1e-30))

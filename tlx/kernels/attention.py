@@ -139,6 +139,7 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
     before block j-1's stage is released.
     The body runs once when a < z, as a loop of at most one iteration: a loop reconciles the running
     statistics' layouts across its edge (tlx's code generator), a runtime `if` does not yet."""
+    scale = sm_scale * LOG2E
     for _ in range(a, tl.minimum(a + 1, z)):
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
@@ -149,10 +150,14 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
             sn, pn = tlx.warp_spec.get_bufidx_phase(j + 1 - lo, STAGES)
             tlx.barrier_wait(k_full[sn], pn)
             qk_next = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[sn]))     # in flight over the softmax,
-            qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-            m_new = tl.maximum(m_i, tl.max(qk, 1))       # as is P V of block j-1 (inline: Gluon cannot
-            prob = tl.exp2(qk - m_new[:, None])          # outline a helper that takes not-yet-inferred
-            alpha = tl.exp2(m_i - m_new)                 # layouts in a loop body)
+            if not SOFTCAP and SCORE_MOD is None:                             # as is P V of block j-1
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)   # raw row max, one FMA per score (as
+                prob = tl.exp2(qk * scale - m_new[:, None])      # attention_block; inline: Gluon cannot
+            else:                                                # outline a helper that takes not-yet-
+                qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+                m_new = tl.maximum(m_i, tl.max(qk, 1))           # inferred layouts in a loop body)
+                prob = tl.exp2(qk - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(prob, 1)
             m_i = m_new
             acc = tlx.async_dot_wait(1, acc)                                  # P V of block j-1 retired
@@ -163,9 +168,13 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
             acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)  # in flight over the next QK^T
             qk = tlx.async_dot_wait(1, qk_next)                               # Q K^T of block j+1 retired
         s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
-        qk = transform_scores(qk, z - 1, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-        m_new = tl.maximum(m_i, tl.max(qk, 1))                               # P V of block z-2 in flight
-        prob = tl.exp2(qk - m_new[:, None])
+        if not SOFTCAP and SCORE_MOD is None:                                # P V of block z-2 in flight
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
+            prob = tl.exp2(qk * scale - m_new[:, None])
+        else:
+            qk = transform_scores(qk, z - 1, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            prob = tl.exp2(qk - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
         m_i = m_new
@@ -197,8 +206,18 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     qk = tlx.async_dot_wait(0, qk)
     if PINGPONG:
         tlx.named_barrier_arrive(9 - cid, 256)
-    qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, ACTIVATION)
-    if ACTIVATION == "softmax":
+    if ACTIVATION == "softmax" and not MASK and not SOFTCAP and SCORE_MOD is None:
+        # plain scores (scale >= 0, checked on the host): the row max of the raw Q K^T scaled once per
+        # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
+        scale = sm_scale * LOG2E
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
+        prob = tl.exp2(qk * scale - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(prob, 1)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+    elif ACTIVATION == "softmax":
+        qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, ACTIVATION)
         if MASK:
             qk = apply_mask(qk, float("-inf"), j, r0, kv_len, b, h, win_l, win_r, BN, BOUND_L, BOUND_R,
                             MASK_MOD, VARLEN)
@@ -213,6 +232,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
         acc = acc * alpha[:, None]
         m_i = m_new
     else:
+        qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, ACTIVATION)
         prob = activate(qk, ACTIVATION)
         if MASK:
             prob = apply_mask(prob, 0.0, j, r0, kv_len, b, h, win_l, win_r, BN, BOUND_L, BOUND_R, MASK_MOD,
@@ -597,6 +617,13 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> 
     return Shape(B, H, Hk, S, Sk, D, layout == "thd")
 
 
+def check_scale(scale, activation: str = "softmax") -> None:
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise _error(f"'scale' must be None or a number, got {scale!r}")
+    if scale is not None and activation == "softmax" and not scale >= 0:   # the kernel takes row maxima of
+        raise _error(f"'scale' must be >= 0 for softmax attention, got {scale!r}")   # unscaled scores
+
+
 def check_seqlens(cu_seqlens_q, cu_seqlens_k, shape: Shape) -> int:
     """The longest query sequence, after checking the prefix sums' values (reads them: one device sync)."""
     longest = 0
@@ -675,8 +702,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     features = Features(bool(causal), window, softcap, score_mod, mask_mod, activation)
     if return_lse and activation != "softmax":
         raise _error(f"'return_lse' needs activation='softmax' (no normalization otherwise), got {activation!r}")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise _error(f"'scale' must be None or a number, got {scale!r}")
+    check_scale(scale, activation)
     shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device
                             or not out.is_contiguous()):
@@ -739,5 +765,5 @@ def tflops(B: int, H: int, S: int, D: int, causal: bool, ms: float) -> float:
     return flops / ms / 1e9
 
 
-__all__ = ["attention", "attention_fwd_kernel", "check_inputs", "check_seqlens", "Config", "Features", "launch_args",
+__all__ = ["attention", "attention_fwd_kernel", "check_inputs", "check_scale", "check_seqlens", "Config", "Features", "launch_args",
            "Shape", "tflops", "triton", "ConfigRejected"]

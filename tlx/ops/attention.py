@@ -47,10 +47,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     prefix sums cu_seqlens_q/k. window=(left, right): query i attends keys i-left <= j <= i+right (None:
     unbounded on that side), combined with causal. activation "softmax" (default), "gelu" or "silu"
     (no normalization). score_mod(score, b, h, q_idx, kv_idx) / mask_mod(b, h, q_idx, kv_idx): @tlx.jit
-    functions fused into the kernel (called directly, not through torch.ops.tlx.attention)."""
+    functions fused into the kernel (called directly, not through torch.ops.tlx.attention). `scale`
+    defaults to 1/sqrt(D) and must be >= 0 with softmax (the kernel takes row maxima before scaling)."""
     features = kernel.Features(bool(causal), window, softcap, score_mod, mask_mod, activation)
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise ValueError(f"tlx.attention: 'scale' must be None or a number, got {scale!r}")
+    kernel.check_scale(scale, activation)
     kernel.check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
     _require_cuda(q)
     if score_mod is not None or mask_mod is not None:
