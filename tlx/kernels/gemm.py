@@ -344,7 +344,8 @@ class Config:
 
     def name(self) -> str:
         split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
-        return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{split}"
+        group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
+        return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
         """The kernel's shared memory: the A/B ring plus the C staging tiles (two for ping-pong; fp32
@@ -374,7 +375,8 @@ SHARED_LIMIT = 232448 - 1024   # the opt-in maximum per block, less room for bar
 def configs() -> list[Config]:
     """Candidate configurations for the tuner and the benchmark."""
     return [Config("persistent", 128, 256, 64, 3), Config("persistent", 128, 128, 64, 4),
-            Config("pingpong", 128, 128, 64, 4), Config("pingpong", 128, 64, 64, 6),
+            Config("persistent", 128, 256, 64, 3, 16),           # wider L2 groups (not yet timed)
+            Config("pingpong", 128, 128, 64, 4), Config("pingpong", 128, 128, 64, 5), Config("pingpong", 128, 64, 64, 6),
             Config("pipelined", 128, 256, 64, 3, 8, 8),
             # skinny problems: more, smaller tiles so every SM streams its share of the big operand ...
             Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4),
