@@ -223,7 +223,7 @@ def test_varlen_d128_bf16_pingpong():
 NAMED_IDS = re.compile(r"\bbar(?:rier)?\.(?:sync|arrive)(?:\.aligned)?\s+(\d+)\s*,")
 
 
-def compile_variant(D=128, pingpong=False, varlen=False, **kw):
+def compile_variant(D=128, pingpong=False, varlen=False, pipeline=False, persistent=False, **kw):
     if varlen:
         q, k = torch.empty(300, 2, D, dtype=F16), torch.empty(280, 1, D, dtype=F16)
         cu = dict(cu_seqlens_q=torch.tensor([0, 100, 300], dtype=torch.int32),
@@ -232,7 +232,8 @@ def compile_variant(D=128, pingpong=False, varlen=False, **kw):
         q, k, cu = torch.empty(1, 2, 256, D, dtype=F16), torch.empty(1, 1, 256, D, dtype=F16), {}
     features = attention.Features(**kw)
     lse = torch.empty(1024) if features.activation == "softmax" else None
-    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong)
+    cfg = attention.Config(BN=64 if D > 128 else 128, PINGPONG=pingpong, PIPELINE=pipeline, STAGES=3 if pipeline else 2,
+                           PERSISTENT=persistent)
     args, _, meta, cfg = attention.launch_args(q, k, k, torch.empty_like(q), lse, 0.125, "thd" if varlen else "bhsd",
                                                cfg, features, max_seqlen_q=200, **cu)
     return tlx.compile(attention.attention_fwd_kernel, *args, num_warps=cfg.num_warps, **meta)
@@ -241,13 +242,15 @@ def compile_variant(D=128, pingpong=False, varlen=False, **kw):
 @pytest.mark.parametrize("kw", [
     dict(window=(100, 30), pingpong=True), dict(causal=True, window=(64, None), D=256), dict(softcap=20.0, D=64),
     dict(score_mod=alibi, causal=True, pingpong=True), dict(mask_mod=every_third), dict(activation="gelu"),
-    dict(varlen=True, causal=True, softcap=5.0), dict(varlen=True, D=256, window=(70, 20), activation="silu")],
+    dict(varlen=True, causal=True, softcap=5.0), dict(varlen=True, D=256, window=(70, 20), activation="silu"),
+    dict(pipeline=True), dict(pipeline=True, D=64, causal=True, softcap=20.0), dict(persistent=True, causal=True),
+    dict(persistent=True, pipeline=True)],
     ids=["window-pp", "causal-window-d256", "softcap-d64", "score_mod-pp", "mask_mod", "gelu", "varlen-pp",
-         "varlen-d256-silu"])
+         "varlen-d256-silu", "pipeline", "pipeline-d64-causal-softcap", "persistent-causal", "persistent-pipeline"])
 def test_compile_report(kw):
     report = compile_variant(**kw)
     s = report.stats
-    assert s["wgmma"] > 0 and s["tma_load"] >= 4 and s["spills"] == 0
+    assert s["wgmma"] > 0 and s["tma_load"] >= 4 and s["spills"] == 0 and not s["wgmma_serialized"]
     assert s["tma_store"] >= 2
     pingpong_ids = set(NAMED_IDS.findall(report.asm["ptx"])) & {"8", "9"}   # ids 0-3: the compiler's own
     assert pingpong_ids == ({"8", "9"} if kw.get("pingpong") else set())
@@ -328,13 +331,13 @@ def test_op_refuses_cpu_tensors_with_a_hint():
 @pytest.mark.parametrize("D,bn,kw", [(64, 128, {}), (128, 64, dict(causal=True)), (64, 64, dict(window=(100, 50))),
                                      (128, 128, dict(softcap=20.0)), (64, 64, dict(score_mod=alibi, causal=True))],
                          ids=["plain", "causal", "window", "softcap", "score_mod"])
-def test_pipelined_consumers(D, bn, kw):
-    """FA3-style overlap (QK^T of block j+1 in flight over the softmax of block j, PV of block j in
-    flight over it): same results, and the simulator checks every wgmma wait and stage release under
-    several schedules."""
+@pytest.mark.parametrize("stages", [2, 3])
+def test_pipelined_consumers(D, bn, kw, stages):
+    """FA3-style overlap (P V of block j-1 in flight over the softmax of block j): same results, and
+    the simulator checks every wgmma wait and stage release under several schedules."""
     from tlx.sim import SimOptions
     q, k, v = randn(1, 2, 384, D), randn(1, 1, 384, D), randn(1, 1, 384, D)
-    cfg = attention.Config(BN=bn, STAGES=3, PIPELINE=True)
+    cfg = attention.Config(BN=bn, STAGES=stages, PIPELINE=True)
     out, lse = attention.attention(q, k, v, backend="sim", return_lse=True, config=cfg,
                                    sim_options=SimOptions(schedules=3), **kw)
     ref_kw = dict(kw, score_mod=alibi_ref) if "score_mod" in kw else kw
@@ -364,9 +367,9 @@ def test_persistent_needs_fixed_lengths():
                             config=attention.Config(PERSISTENT=True))
 
 
-def test_pipeline_config_needs_three_stages():
-    with pytest.raises(tlx.ConfigRejected, match=r"PIPELINE needs STAGES >= 3"):
-        attention.Config(PIPELINE=True)
+def test_pipeline_config_needs_two_stages():
+    with pytest.raises(tlx.ConfigRejected, match=r"PIPELINE needs STAGES >= 2"):
+        attention.Config(STAGES=1, PIPELINE=True)
 
 
 @pytest.mark.parametrize("S,Sk,causal", [(200, 200, True), (136, 264, False)])

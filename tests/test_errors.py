@@ -135,3 +135,28 @@ def _cluster(x_ptr):
 def test_cluster_ops_raise_unsupported():
     with pytest.raises(Exception, match=r"tlx.cluster_cta_rank is not supported on the gluon backend"):
         _compile(_cluster, torch.empty(4))
+
+
+@tlx.jit
+def _shape_error_in_task(x_ptr):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            a = tl.zeros((16,), tl.float32)
+            b = tl.zeros((32,), tl.float32)
+            tl.store(x_ptr + tl.arange(0, 16), a + b)
+        with tlx.async_task(num_warps=4):
+            pass
+
+
+def test_error_inside_a_task_names_its_line_and_cause():
+    """Triton reports an error inside a task at the task region's call; tlx shows the task's own line and
+    the cause, and never chains an error to itself (which hid the cause and looped any walker)."""
+    with pytest.raises(tlx.TlxCompileError) as info:
+        _compile(_shape_error_in_task, torch.empty(16))
+    text = str(info.value)
+    assert "tl.store(x_ptr + tl.arange(0, 16), a + b)" in text and "incompatible dimensions" in text
+    seen, err = set(), info.value
+    while err is not None:
+        assert id(err) not in seen
+        seen.add(id(err))
+        err = err.__cause__

@@ -42,17 +42,43 @@ def expected(op: str, arg: str, what: str, got: object, hint: str = "") -> str:
     return msg + (f" ({hint})" if hint else "")
 
 
+def _cause_chain(exc: BaseException) -> list:
+    """exc, its __cause__, that one's __cause__, ... (stopping at a cycle)."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__
+    return chain
+
+
 def user_error_from(exc: BaseException) -> BaseException:
     """Triton wraps errors raised inside a kernel in its CompilationError (which shows the kernel source
-    and a caret). Give the user the tlx error class with that located message, chained to the original."""
-    innermost, cause = exc, exc.__cause__
-    while cause is not None and not isinstance(cause, TlxError):
-        innermost, cause = cause, cause.__cause__
-    if cause is None:
-        return exc
+    and a caret), and an error inside a task again at the task region's call. Give the user the tlx
+    error class with the innermost located message (the line inside the task), or, for an error that
+    is not tlx's, a TlxCompileError with that message. Returns `exc` itself when it already says it all."""
+    chain = _cause_chain(exc)
+    tlx_at = next((i for i in range(1, len(chain)) if isinstance(chain[i], TlxError)), None)
+    if tlx_at is None:
+        located = [c for c in chain if getattr(c, "error_message", None)]
+        deepest = located[-1] if located else exc
+        root = chain[-1]
+        message = str(deepest)
+        if root is not deepest and not hasattr(root, "error_message"):
+            message += f"\n{type(root).__name__}: {root}"
+        return exc if deepest is exc and root is exc else TlxCompileError(message)
+    cause, innermost = chain[tlx_at], chain[tlx_at - 1]
     if isinstance(cause.__cause__, type(exc)):   # an already located tlx error from a nested call
         return cause
     located = cause.__class__.__new__(cause.__class__)
     located.__dict__.update(cause.__dict__)
     located.args = (f"{innermost}",)
     return located
+
+
+def raise_user_error(exc: BaseException):
+    """Raise what user_error_from makes of `exc`, chained to it (never to itself)."""
+    err = user_error_from(exc)
+    if err is exc:
+        raise exc
+    raise err from exc

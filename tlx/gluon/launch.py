@@ -11,7 +11,7 @@ from triton.experimental.gluon import language as gl
 
 from triton.compiler.errors import CompilationError
 
-from ..errors import TlxLaunchError, user_error_from
+from ..errors import TlxLaunchError, raise_user_error
 from ..frontend.descriptors import is_host_descriptor
 from . import layouts
 from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
@@ -120,7 +120,7 @@ def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None
         return with_layout_retry(kernel, bound, lambda jit_fn: jit_fn.run(*args, grid=grid, warmup=warmup,
                                                                           **options))
     except CompilationError as e:
-        raise user_error_from(e) from e
+        raise_user_error(e)
 
 
 def prepare(kernel, bound: dict, grid, num_warps: int, num_stages=None) -> PreparedLaunch:

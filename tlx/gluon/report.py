@@ -13,7 +13,7 @@ from triton.runtime.jit import mangle_type
 
 from triton.compiler.errors import CompilationError
 
-from ..errors import TlxCompileError, TlxLaunchError, user_error_from
+from ..errors import TlxCompileError, TlxLaunchError, raise_user_error
 from ._triton_compat import GluonASTSource
 from .launch import convert_args, with_layout_retry
 
@@ -51,7 +51,9 @@ def ptx_stats(ptx: str) -> dict:
 
 
 def ptxas_stats(ptx: str, arch: str) -> dict:
-    """Registers and spills as ptxas reports them (the compiler inside the triton wheel)."""
+    """Registers, spills and wgmma serialization as ptxas reports them (the compiler inside the triton
+    wheel). `wgmma_serialized`: ptxas warning C7514, it ran every wgmma of the kernel one at a time
+    (e.g. a non-wgmma instruction touched an accumulator while its wgmma could still be in flight)."""
     from triton.backends.nvidia.compiler import get_ptxas
     ptxas = get_ptxas(int(re.sub(r"\D", "", arch))).path
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,7 +66,8 @@ def ptxas_stats(ptx: str, arch: str) -> dict:
     regs = [int(x) for x in re.findall(r"Used (\d+) registers", log)]
     spill_st = [int(x) for x in re.findall(r"(\d+) bytes spill stores", log)]
     spill_ld = [int(x) for x in re.findall(r"(\d+) bytes spill loads", log)]
-    return {"registers": max(regs, default=0), "spills": sum(spill_st) + sum(spill_ld)}
+    return {"registers": max(regs, default=0), "spills": sum(spill_st) + sum(spill_ld),
+            "wgmma_serialized": int("C7514" in log or "wgmma.mma_async instructions are serialized" in log)}
 
 
 def signature_of(kernel, bound: dict, args: list) -> tuple[dict, dict, dict]:
@@ -105,7 +108,7 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     try:
         compiled = with_layout_retry(kernel, bound, attempt)
     except CompilationError as e:
-        raise user_error_from(e) from e
+        raise_user_error(e)
     asm = dict(compiled.asm)
     stats = ptx_stats(asm["ptx"])
     stats["shared_bytes"] = int(compiled.metadata.shared)

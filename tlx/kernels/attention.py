@@ -133,57 +133,58 @@ def activate(s, ACTIVATION: tl.constexpr):
 def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
                      softcap, BN: tl.constexpr, STAGES: tl.constexpr, SOFTCAP: tl.constexpr,
                      SCORE_MOD: tl.constexpr):
-    """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): while the
-    softmax of block j runs, Q K^T of block j+1 and P V of block j-1 are both in flight; only the
-    rescale of the accumulator waits for P V j-1. Needs STAGES >= 3: block j+1's K is waited on
-    before block j-1's stage is released.
-    The body runs once when a < z, as a loop of at most one iteration: a loop reconciles the running
-    statistics' layouts across its edge (tlx's code generator), a runtime `if` does not yet."""
+    """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
+    j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
+    still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
+    flight across it made ptxas serialize every wgmma of the kernel (warning C7514), and P's registers
+    (P V's A operand) are rewritten only after P V has read them. The body runs once when a < z, as a
+    loop of at most one iteration: a loop reconciles the running statistics' layouts across its edge
+    (tlx's code generator), a runtime `if` does not yet. Softmax math is inline: Gluon cannot outline a
+    helper that takes not-yet-inferred layouts in a loop body."""
     scale = sm_scale * LOG2E
+    dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
         qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
         qk = tlx.async_dot_wait(0, qk)
-        for j in range(a, z - 1):
-            s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)
-            sn, pn = tlx.warp_spec.get_bufidx_phase(j + 1 - lo, STAGES)
-            tlx.barrier_wait(k_full[sn], pn)
-            qk_next = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[sn]))     # in flight over the softmax,
-            if not SOFTCAP and SCORE_MOD is None:                             # as is P V of block j-1
-                m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)   # raw row max, one FMA per score (as
-                prob = tl.exp2(qk * scale - m_new[:, None])      # attention_block; inline: Gluon cannot
-            else:                                                # outline a helper that takes not-yet-
-                qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-                m_new = tl.maximum(m_i, tl.max(qk, 1))           # inferred layouts in a loop body)
-                prob = tl.exp2(qk - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(prob, 1)
-            m_i = m_new
-            acc = tlx.async_dot_wait(1, acc)                                  # P V of block j-1 retired
-            if j > a:
-                tlx.barrier_arrive(kv_empty[(j - 1 - lo) % STAGES])
-            acc = acc * alpha[:, None]
-            tlx.barrier_wait(v_full[s], p)
-            acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)  # in flight over the next QK^T
-            qk = tlx.async_dot_wait(1, qk_next)                               # Q K^T of block j+1 retired
-        s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
-        if not SOFTCAP and SCORE_MOD is None:                                # P V of block z-2 in flight
+        if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
             prob = tl.exp2(qk * scale - m_new[:, None])
         else:
-            qk = transform_scores(qk, z - 1, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+            qk = transform_scores(qk, a, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             prob = tl.exp2(qk - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
         m_i = m_new
-        acc = tlx.async_dot_wait(0, acc)
-        if z - 1 > a:
-            tlx.barrier_arrive(kv_empty[(z - 2 - lo) % STAGES])
+        p16 = prob.to(dtype)                              # block a's P: its P V goes out with block a+1's Q K^T
+        for j in range(a + 1, z):                         # (acc is rescaled right before each P V: touched
+            s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)   # first inside the loop, it takes the
+            sp, pp = tlx.warp_spec.get_bufidx_phase(j - 1 - lo, STAGES)   # P V accumulator's layout)
+            tlx.barrier_wait(k_full[s], p)
+            qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+            acc = acc * alpha[:, None]                    # to block j-1's row max
+            tlx.barrier_wait(v_full[sp], pp)
+            acc = tlx.async_dot(p16, v_bufs[sp], acc)
+            qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
+            if not SOFTCAP and SCORE_MOD is None:
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
+                prob = tl.exp2(qk * scale - m_new[:, None])
+            else:
+                qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                prob = tl.exp2(qk - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(prob, 1)
+            acc = tlx.async_dot_wait(0, acc)              # P V of block j-1 done: its stage is free
+            tlx.barrier_arrive(kv_empty[sp])
+            m_i = m_new
+            p16 = prob.to(dtype)
+        s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
         acc = acc * alpha[:, None]
         tlx.barrier_wait(v_full[s], p)
-        acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
+        acc = tlx.async_dot(p16, v_bufs[s], acc)
         acc = tlx.async_dot_wait(0, acc)
         tlx.barrier_arrive(kv_empty[s])
     return m_i, l_i, acc
@@ -469,8 +470,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
 class Config:
     """BM query rows (two 64-row consumers) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the
     consumers alternate at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
-    consumer (needs STAGES >= 3; not with PINGPONG). Both off by default: on the H200 neither beat the
-    plain kernel (PIPELINE was 10-20% slower; bench/results/2026-12-03/attention_sweep.log)."""
+    consumer (not with PINGPONG; STAGES=3 lets the producer run a block ahead). Both off by default:
+    on the H200 neither beat the plain kernel so far; PIPELINE's versions up to 2026-12-03 run 4 were
+    serialized by ptxas (C7514), the current one is not (first timing pending)."""
     BM: int = 128
     BN: int = 128
     STAGES: int = 2
@@ -481,8 +483,8 @@ class Config:
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
 
     def __post_init__(self):
-        if self.PIPELINE and (self.STAGES < 3 or self.PINGPONG):
-            raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 3 and PINGPONG off, got "
+        if self.PIPELINE and (self.STAGES < 2 or self.PINGPONG):   # blocks j-1 (V) and j (K) are in use at once
+            raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2 and PINGPONG off, got "
                                  f"STAGES={self.STAGES}, PINGPONG={self.PINGPONG}")
 
 
