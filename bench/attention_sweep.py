@@ -17,10 +17,13 @@ from tlx.kernels import attention
 C = attention.Config
 CANDIDATES = {
     64: {"bn128": C(), "bn256": C(BN=256), "pipeline": C(STAGES=3, PIPELINE=True), "pingpong": C(PINGPONG=True),
-         "bn256_pingpong": C(BN=256, PINGPONG=True)},
-    128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pingpong": C(PINGPONG=True),
-          "bn64_s4": C(BN=64, STAGES=4), "bn64_s4_pingpong": C(BN=64, STAGES=4, PINGPONG=True)},
-    256: {"bn64": C(BN=64), "bn64_pingpong": C(BN=64, PINGPONG=True), "bn32_s4": C(BN=32, STAGES=4)},
+         "persistent_bn256": C(BN=256, PERSISTENT=True), "persistent_pipeline": C(STAGES=3, PIPELINE=True,
+                                                                                   PERSISTENT=True)},
+    128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
+          "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
+          "persistent_pipeline": C(STAGES=3, PIPELINE=True, PERSISTENT=True)},
+    256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
+          "bn64_persistent": C(BN=64, PERSISTENT=True)},
 }
 
 
