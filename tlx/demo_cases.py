@@ -95,5 +95,7 @@ def cases() -> list[Case]:
             Case("gemm persistent ping-pong", gemm.matmul_pingpong_kernel, _gemm(pingpong, 384, 384, programs=3)),
             Case("attention causal D=128", attention.attention_fwd_kernel,
                  _attention(attention.Config(), D=128, causal=True)),
+            Case("attention pipelined D=128", attention.attention_fwd_kernel,
+                 _attention(attention.Config(STAGES=3, PIPELINE=True), D=128)),
             Case("attention persistent D=64", attention.attention_fwd_kernel,
                  _attention(attention.Config(PERSISTENT=True, PROGRAMS=2), D=64, causal=True))]
