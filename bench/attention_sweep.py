@@ -17,9 +17,11 @@ from tlx.kernels import attention
 C = attention.Config
 CANDIDATES = {
     64: {"bn128": C(), "bn256": C(BN=256), "pipeline": C(STAGES=3, PIPELINE=True), "pingpong": C(PINGPONG=True),
+         "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
          "persistent_bn256": C(BN=256, PERSISTENT=True), "persistent_pipeline": C(STAGES=3, PIPELINE=True,
                                                                                    PERSISTENT=True)},
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
+          "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
           "persistent_pipeline": C(STAGES=3, PIPELINE=True, PERSISTENT=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),

@@ -244,9 +244,9 @@ def compile_variant(D=128, pingpong=False, varlen=False, pipeline=False, persist
     dict(score_mod=alibi, causal=True, pingpong=True), dict(mask_mod=every_third), dict(activation="gelu"),
     dict(varlen=True, causal=True, softcap=5.0), dict(varlen=True, D=256, window=(70, 20), activation="silu"),
     dict(pipeline=True), dict(pipeline=True, D=64, causal=True, softcap=20.0), dict(persistent=True, causal=True),
-    dict(persistent=True, pipeline=True)],
+    dict(persistent=True, pipeline=True), dict(pipeline=True, pingpong=True, causal=True)],
     ids=["window-pp", "causal-window-d256", "softcap-d64", "score_mod-pp", "mask_mod", "gelu", "varlen-pp",
-         "varlen-d256-silu", "pipeline", "pipeline-d64-causal-softcap", "persistent-causal", "persistent-pipeline"])
+         "varlen-d256-silu", "pipeline", "pipeline-d64-causal-softcap", "persistent-causal", "persistent-pipeline", "pipeline-pingpong-causal"])
 def test_compile_report(kw):
     report = compile_variant(**kw)
     s = report.stats
@@ -331,13 +331,13 @@ def test_op_refuses_cpu_tensors_with_a_hint():
 @pytest.mark.parametrize("D,bn,kw", [(64, 128, {}), (128, 64, dict(causal=True)), (64, 64, dict(window=(100, 50))),
                                      (128, 128, dict(softcap=20.0)), (64, 64, dict(score_mod=alibi, causal=True))],
                          ids=["plain", "causal", "window", "softcap", "score_mod"])
-@pytest.mark.parametrize("stages", [2, 3])
-def test_pipelined_consumers(D, bn, kw, stages):
+@pytest.mark.parametrize("stages,pingpong", [(2, False), (3, False), (3, True)], ids=["s2", "s3", "s3-pingpong"])
+def test_pipelined_consumers(D, bn, kw, stages, pingpong):
     """FA3-style overlap (P V of block j-1 in flight over the softmax of block j): same results, and
     the simulator checks every wgmma wait and stage release under several schedules."""
     from tlx.sim import SimOptions
     q, k, v = randn(1, 2, 384, D), randn(1, 1, 384, D), randn(1, 1, 384, D)
-    cfg = attention.Config(BN=bn, STAGES=stages, PIPELINE=True)
+    cfg = attention.Config(BN=bn, STAGES=stages, PIPELINE=True, PINGPONG=pingpong)
     out, lse = attention.attention(q, k, v, backend="sim", return_lse=True, config=cfg,
                                    sim_options=SimOptions(schedules=3), **kw)
     ref_kw = dict(kw, score_mod=alibi_ref) if "score_mod" in kw else kw
@@ -348,8 +348,9 @@ def test_pipelined_consumers(D, bn, kw, stages):
     (attention.Config(PERSISTENT=True, PROGRAMS=3), dict(causal=True)),
     (attention.Config(PERSISTENT=True, PROGRAMS=3, PINGPONG=True), dict(window=(100, 60))),
     (attention.Config(STAGES=3, PERSISTENT=True, PROGRAMS=5, PIPELINE=True), dict(softcap=20.0)),
+    (attention.Config(STAGES=3, PERSISTENT=True, PROGRAMS=3, PIPELINE=True, PINGPONG=True), dict(causal=True)),
     (attention.Config(BN=64, PERSISTENT=True, PROGRAMS=2), dict(activation="gelu"))],
-    ids=["causal", "window-pingpong", "pipeline-softcap", "gelu"])
+    ids=["causal", "window-pingpong", "pipeline-softcap", "pipeline-pingpong-causal", "gelu"])
 def test_persistent_programs_walk_many_tiles(cfg, kw):
     """A few persistent programs each walk several tiles (snake order, K/V ring and Q buffers carried
     across tiles); the simulator checks every barrier phase under several schedules."""
@@ -368,7 +369,7 @@ def test_persistent_needs_fixed_lengths():
 
 
 def test_pipeline_config_needs_two_stages():
-    with pytest.raises(tlx.ConfigRejected, match=r"PIPELINE needs STAGES >= 2"):
+    with pytest.raises(tlx.ConfigRejected, match=r"PIPELINE needs STAGES >= 2, got STAGES=1"):
         attention.Config(STAGES=1, PIPELINE=True)
 
 

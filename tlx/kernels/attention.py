@@ -131,8 +131,8 @@ def activate(s, ACTIVATION: tl.constexpr):
 
 @tlx.jit
 def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
-                     softcap, BN: tl.constexpr, STAGES: tl.constexpr, SOFTCAP: tl.constexpr,
-                     SCORE_MOD: tl.constexpr):
+                     softcap, cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, SOFTCAP: tl.constexpr,
+                     SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -140,13 +140,20 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
     (P V's A operand) are rewritten only after P V has read them. The body runs once when a < z, as a
     loop of at most one iteration: a loop reconciles the running statistics' layouts across its edge
     (tlx's code generator), a runtime `if` does not yet. Softmax math is inline: Gluon cannot outline a
-    helper that takes not-yet-inferred layouts in a loop body."""
+    helper that takes not-yet-inferred layouts in a loop body.
+    PINGPONG: each issue of a block's wgmmas (Q K^T of block a; Q K^T j with P V j-1) is one turn at the
+    tensor cores (named barriers 8 and 9), one per block like attention_block's, so both consumers
+    take the same number of turns."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
+        if PINGPONG:
+            tlx.named_barrier_wait(8 + cid, 256)
         qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+        if PINGPONG:
+            tlx.named_barrier_arrive(9 - cid, 256)
         qk = tlx.async_dot_wait(0, qk)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
@@ -163,10 +170,14 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
             s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)   # first inside the loop, it takes the
             sp, pp = tlx.warp_spec.get_bufidx_phase(j - 1 - lo, STAGES)   # P V accumulator's layout)
             tlx.barrier_wait(k_full[s], p)
-            qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
             acc = acc * alpha[:, None]                    # to block j-1's row max
             tlx.barrier_wait(v_full[sp], pp)
+            if PINGPONG:
+                tlx.named_barrier_wait(8 + cid, 256)
+            qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
             acc = tlx.async_dot(p16, v_bufs[sp], acc)
+            if PINGPONG:
+                tlx.named_barrier_arrive(9 - cid, 256)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
             if not SOFTCAP and SCORE_MOD is None:
                 m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
@@ -318,7 +329,7 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, 
                                             MASK_MOD, VARLEN, ACTIVATION)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0,
-                                         b, h, sm_scale, softcap, BN, STAGES, SOFTCAP, SCORE_MOD)
+                                         b, h, sm_scale, softcap, cid, BN, STAGES, SOFTCAP, SCORE_MOD, PINGPONG)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
@@ -470,7 +481,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
 class Config:
     """BM query rows (two 64-row consumers) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the
     consumers alternate at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
-    consumer (not with PINGPONG; STAGES=3 lets the producer run a block ahead). Both off by default:
+    consumer (combines with PINGPONG as in FA3; STAGES=3 lets the producer run a block ahead). Both off by default:
     on the H200 neither beat the plain kernel so far; PIPELINE's versions up to 2026-12-03 run 4 were
     serialized by ptxas (C7514), the current one is not (first timing pending)."""
     BM: int = 128
@@ -483,9 +494,8 @@ class Config:
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
 
     def __post_init__(self):
-        if self.PIPELINE and (self.STAGES < 2 or self.PINGPONG):   # blocks j-1 (V) and j (K) are in use at once
-            raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2 and PINGPONG off, got "
-                                 f"STAGES={self.STAGES}, PINGPONG={self.PINGPONG}")
+        if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
+            raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
