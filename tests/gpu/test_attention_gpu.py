@@ -138,11 +138,14 @@ def test_torch_op_and_compile():
     assert rel_err(compiled(q, k, v), ref) <= 1e-2
 
 
-@pytest.mark.parametrize("D,bn,causal", [(64, 128, False), (128, 128, True), (128, 64, False)])
-def test_pipelined_consumers_gpu(D, bn, causal):
+@pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])
+@pytest.mark.parametrize("D,bn,stages,causal", [(64, 128, 3, False), (128, 128, 3, True), (128, 64, 2, False),
+                                                (256, 64, 2, True)])
+def test_pipelined_consumers_gpu(D, bn, stages, causal, pingpong):
     """Config(PIPELINE=True): FA3-style softmax/wgmma overlap, on the GPU against an fp32 reference."""
     q, k, v = (torch.randn(2, 8, 2048, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    o = attention.attention(q, k, v, causal=causal, config=attention.Config(BN=bn, STAGES=3, PIPELINE=True))
+    cfg = attention.Config(BN=bn, STAGES=stages, PIPELINE=True, PINGPONG=pingpong)
+    o = attention.attention(q, k, v, causal=causal, config=cfg)
     torch.cuda.synchronize()
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     assert not torch.isnan(o).any() and rel_err(o, ref) <= 1e-2
