@@ -157,12 +157,10 @@ class _Splitter:
         names = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
         if names & (self.kernel_locals - set(self.env)):
             return None                           # reads a runtime value: both branches may run
-        code = ast.get_source_segment("\n".join(self.src.lines), stmt.test)
         try:
-            value = eval(code, dict(self.src.fn.__globals__), dict(self.env))
+            value = self._evaluate(stmt.test)
         except Exception:
             return None
-        value = getattr(value, "value", value)
         if not isinstance(value, (bool, int, str, type(None))):
             return None
         return stmt.body if value else stmt.orelse
@@ -171,14 +169,20 @@ class _Splitter:
         line = self.src.file_line(node.lineno)
         return TlxCompileError(f"{msg}\n  at {self.src.filename}:{line}: {self.src.lines[node.lineno - 1].strip()}")
 
-    def const_eval(self, node: ast.AST, what: str):
+    def _evaluate(self, node: ast.AST):
+        """The value of expression `node` from globals and constexprs (tl.constexpr unwrapped); raises
+        whatever evaluating it raises."""
         code = ast.get_source_segment("\n".join(self.src.lines), node)
+        value = eval(code, dict(self.src.fn.__globals__), dict(self.env))
+        return getattr(value, "value", value)
+
+    def const_eval(self, node: ast.AST, what: str):
         try:
-            value = eval(code, dict(self.src.fn.__globals__), dict(self.env))
+            return self._evaluate(node)
         except Exception as e:
+            code = ast.get_source_segment("\n".join(self.src.lines), node)
             raise self.error(node, f"tlx.async_task: {what} must be a compile-time value (a literal, a global "
                                    f"or a constexpr argument), got `{code}` ({type(e).__name__}: {e})") from None
-        return getattr(value, "value", value)   # unwrap tl.constexpr
 
     def run(self, stmts=None) -> None:
         for stmt in self.src.tree.body if stmts is None else stmts:

@@ -7,6 +7,7 @@ tlx's source hash, so a later process (or a new tlx) never trusts a stale winner
 stderr: tuning a shape takes seconds (compiles), which a user should see happening."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -23,11 +24,17 @@ def cache_path() -> pathlib.Path:
 
 
 def _context(device) -> str:
+    return _context_of(str(device))
+
+
+@functools.lru_cache(maxsize=None)
+def _context_of(device: str) -> str:
+    """GPU name and software versions: looked up once per device (every tuned call asks)."""
     import triton
     import torch
 
     from ..version import SOURCE_HASH
-    name = torch.cuda.get_device_name(device) if getattr(device, "type", "cpu") == "cuda" else "cpu-simulator"
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu-simulator"
     return f"{name}|triton {triton.__version__}|tlx {SOURCE_HASH}"
 
 

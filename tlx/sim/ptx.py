@@ -28,7 +28,7 @@ def elementwise(asm: str, constraints: str, operands: list[np.ndarray], n_result
     match = _ONE_INSTRUCTION.match(asm)
     op = match.group(1) if match else None
     if op not in INSTRUCTIONS or len(operands) != 1 or n_results != 1 or pack != 1 or \
-            constraints.replace(" ", "") != "=r,r" and constraints.replace(" ", "") != "=f,f":
+            constraints.replace(" ", "") not in ("=r,r", "=f,f"):
         raise TlxUnsupported("tl.inline_asm_elementwise", "sim",
                              f"the simulator runs only `op $0, $1;` with one f32 operand, one result and pack=1 for op "
                              f"in {sorted(INSTRUCTIONS)}; got {asm!r} with constraints {constraints!r}, "
