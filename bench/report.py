@@ -23,26 +23,30 @@ def gemm_table(data) -> str:
 
 def attention_table(data) -> str:
     m = data["meta"]
+    plain = [r for r in data["rows"] if "feature" not in r]
+    variants = [k[:-len("_tflops")] for k in plain[0] if k.startswith("tlx") and k.endswith("_tflops")] if plain else []
     out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}, {m['dtype']}, B*S = 16384, "
-           "H*D = 2048.", "",
-           "| D | S | causal | tlx TFLOPS | tlx ping-pong | tlx pipeline | tlx persistent | cuDNN | FA2 (SDPA flash) | "
-           "ratio to cuDNN |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "H*D = 2048; TFLOPS. 'tlx': the op's default configuration; the other tlx columns: fixed variants "
+           "(bench/attention.py VARIANTS).", "",
+           "| D | S | causal | " + " | ".join(variants) + " | cuDNN | FA2 (SDPA flash) | ratio to cuDNN |",
+           "|---|---|---|" + "---|" * (len(variants) + 3)]
 
     def cell(r, key):
         return f"{r[key]:.0f}" if key in r else "-"
-    for r in (r for r in data["rows"] if "feature" not in r):
-        out.append(f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | {cell(r, 'tlx_tflops')} | "
-                   f"{cell(r, 'tlx_pingpong_tflops')} | {cell(r, 'tlx_pipeline_tflops')} | {cell(r, 'tlx_persistent_tflops')} | "
-                   f"{cell(r, 'cudnn_tflops')} | "
-                   f"{cell(r, 'flash_tflops')} | {r.get('ratio_cudnn', 0):.2f} |")
+    for r in plain:
+        out.append(f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | "
+                   + " | ".join(cell(r, f"{v}_tflops") for v in variants)
+                   + f" | {cell(r, 'cudnn_tflops')} | {cell(r, 'flash_tflops')} | {r.get('ratio_cudnn', 0):.2f} |")
     out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}", "",
-            "Features (TFLOPS over the attended pairs; 'plain': the same shape without the feature):", "",
-            "| feature | D | S | H / H_kv | tlx | plain | cuDNN | FA2 | rel. error |", "|---|---|---|---|---|---|---|---|---|"]
+            "Features (TFLOPS over the attended pairs; 'base': the feature without PIPELINE; 'plain': the same "
+            "shape without the feature):", "",
+            "| feature | D | S | H / H_kv | tlx | base | plain | cuDNN | FA2 | rel. error |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in (r for r in data["rows"] if "feature" in r):
         err = f"{r['tlx_rel_err']:.1e}" if "tlx_rel_err" in r else "-"
         out.append(f"| {r['feature']} | {r['D']} | {r['S']} | {r['H']} / {r['H_kv']} | {cell(r, 'tlx_tflops')} | "
-                   f"{cell(r, 'tlx_plain_tflops')} | {cell(r, 'cudnn_tflops')} | {cell(r, 'flash_tflops')} | {err} |")
+                   f"{cell(r, 'tlx_base_tflops')} | {cell(r, 'tlx_plain_tflops')} | {cell(r, 'cudnn_tflops')} | "
+                   f"{cell(r, 'flash_tflops')} | {err} |")
     return "\n".join(out)
 
 

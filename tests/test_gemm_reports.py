@@ -58,7 +58,8 @@ def test_pingpong_gemm_report():
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["setmaxnreg"] > 0 and s["spills"] == 0 and not s["wgmma_serialized"]
 
 
-@pytest.mark.parametrize("shape,kernel", [((4096, 4096, 4096), "persistent"), ((2048, 2048, 2048), "pipelined"),
+@pytest.mark.parametrize("shape,kernel", [((8192, 8192, 8192), "persistent"), ((4096, 4096, 4096), "pipelined"),
+                                          ((2048, 2048, 2048), "pipelined"), ((8192, 8192, 1024), "persistent"),
                                           ((4096, 4096, 512), "pingpong"), ((128, 8192, 8192), "pipelined"),
                                           ((8192, 128, 8192), "pipelined")])
 def test_shape_table(shape, kernel):
@@ -67,7 +68,8 @@ def test_shape_table(shape, kernel):
     assert gemm.default_config(*shape, 2, 2, transposed=True).kernel == "persistent"
 
 
-@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4096, 4096, 512), (128, 8192, 8192), (8192, 8192, 8192)])
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4096, 4096, 512), (128, 8192, 8192), (8192, 8192, 8192),
+                                   (8192, 8192, 1024)])
 @pytest.mark.parametrize("out_bytes", [2, 4])
 @pytest.mark.parametrize("epilogue,transposed", [(False, False), (True, False), (False, True)])
 def test_every_table_choice_fits_shared_memory(shape, out_bytes, epilogue, transposed):

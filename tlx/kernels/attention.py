@@ -361,17 +361,25 @@ def program_tile_count(NUM_TILES, PERSISTENT: tl.constexpr):
 
 
 @tlx.jit
-def tile_of(k, NUM_M, H, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+def tile_of(k, NUM_M, NUM_TILES, H, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
     """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
-    batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
-    reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
-    head's K/V in L2. LONGEST_FIRST (right-bounded masks): later rows attend more keys, run them first."""
+    batch * head). Persistent: tiles t dealt in rounds of num_programs, odd rounds in reverse (snake).
+    Equal tiles go head by head (t = bh * NUM_M + i: neighbouring programs share a head's K/V in L2);
+    LONGEST_FIRST (right-bounded masks: later rows attend more keys) goes block by block over all heads,
+    longest first, so every round holds tiles of nearly one length and no program is left with a
+    run of long ones at the end (H200, attention-run5: head by head, causal D=128 S=16384 ran 28%
+    below the non-persistent grid)."""
     if PERSISTENT:
         n_prog = tl.num_programs(0)
         p = tl.program_id(0)
         t = k * n_prog + tl.where(k % 2 == 0, p, n_prog - 1 - p)
-        bh = t // NUM_M
-        m_block = t % NUM_M
+        if LONGEST_FIRST:
+            n_bh = NUM_TILES // NUM_M
+            bh = t % n_bh
+            m_block = t // n_bh
+        else:
+            bh = t // NUM_M
+            m_block = t % NUM_M
     else:
         bh = tl.program_id(1)
         m_block = tl.program_id(0)
@@ -406,7 +414,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     stored their output through it (q_empty) and runs ahead on its K/V, across tile boundaries."""
     HALF: tl.constexpr = BM // 2
     if VARLEN:                                             # (never persistent) the grid covers the longest
-        first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
+        first_row, seq, _ = tile_of(0, NUM_M, NUM_TILES, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
         seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)  # its end
         if first_row >= seq_len:
             return
@@ -424,7 +432,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
             for k in range(n_tiles):
-                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                m0, b, h = tile_of(k, NUM_M, NUM_TILES, H, BM, PERSISTENT, BOUND_R)
                 q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
@@ -448,7 +456,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
             cnt = 0
             for k in range(n_tiles):
-                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                m0, b, h = tile_of(k, NUM_M, NUM_TILES, H, BM, PERSISTENT, BOUND_R)
                 q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
@@ -481,16 +489,15 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
 class Config:
     """BM query rows (two 64-row consumers) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the
     consumers alternate at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
-    consumer (combines with PINGPONG as in FA3; STAGES=3 lets the producer run a block ahead). Both off by default:
-    on the H200 neither beat the plain kernel so far; PIPELINE's versions up to 2026-12-03 run 4 were
-    serialized by ptxas (C7514), the current one is not (first timing pending)."""
+    consumer (combines with PINGPONG as in FA3; STAGES=3 lets the producer run a block ahead).
+    `default_config` picks per head dim from measurements."""
     BM: int = 128
     BN: int = 128
     STAGES: int = 2
     PINGPONG: bool = False
     PIPELINE: bool = False
     num_warps: int = 4
-    PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only); not yet timed
+    PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only)
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
 
     def __post_init__(self):
@@ -499,17 +506,21 @@ class Config:
 
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
-    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention_sweep.log,
-    attention-run1/2.log): 128-key blocks, 64 for D=256 (shared memory), 256 for D=64 when the fixed
-    length S is a multiple of 256 (+4-8% over 128), except causal below 4096 keys (a 256-key
-    diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
-    (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower). Ping-pong and
-    PIPELINE were no faster."""
+    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention-run5.log and
+    attention_sweep-run2.log). D=128: PIPELINE (FA3's softmax/wgmma overlap), 3-17% over the plain
+    kernel at every length. D=64: 256-key blocks when the fixed length S is a multiple of 256 (+4-8%),
+    except causal below 4096 keys (a 256-key diagonal block wastes more than longer blocks gain) and
+    with windows, softcap or user mods (`plain` False: their masked or transformed 256-wide tiles ran
+    10-35% slower); persistent for plain fixed lengths (+2-11%,
+    one row -1%). D=256: 64-key blocks (shared memory);
+    its PIPELINE ran 20% slower (two 64-key stages are all that fit)."""
     if D > 128:
         return Config(BN=64)
-    if D == 64 and plain and S is not None and S % 256 == 0 and (not causal or S >= 4096):
-        return Config(BN=256)
-    return Config()
+    if D == 128:
+        return Config(STAGES=3, PIPELINE=True)
+    fixed = S is not None                                  # persistence needs fixed lengths
+    wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
+    return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed)
 
 
 LAYOUTS = ("bhsd", "bshd", "thd")

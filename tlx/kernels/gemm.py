@@ -479,10 +479,13 @@ def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=Non
 def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False,
                    transposed: bool = False) -> Config:
     """The configuration for a shape: the table below is what bench/gemm.py measured fastest on the
-    H200 (bench/results/2026-12-02/gemm-run4.json, CUDA-graph timing). The pipelined kernels handle
-    neither transposed operands nor fused epilogues; a bias or activation on a 64x256 fp32
-    accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory (fp32 output
-    doubles the C tile) does not fit falls back to the persistent 128x128 kernel."""
+    H200 (bench/results/2026-12-03/gemm-run2.json and gemm-run3.json, every candidate side by side).
+    The pipelined kernels handle neither transposed operands nor fused epilogues; a bias or activation
+    on a 64x256 fp32 accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory
+    (fp32 output doubles the C tile) does not fit falls back to the persistent 128x128 kernel.
+    Split-K (Config.SPLIT_K) lost on every listed shape (0.84-0.86 of cuBLAS on the skinny ones) and is
+    only taken when asked for."""
+    waves = triton.cdiv(M, 128) * triton.cdiv(N, 256) / 132
     if epilogue:
         cfg = Config("persistent", 128, 128, 64, 4)
     elif transposed:
@@ -490,8 +493,10 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     elif min(M, N) <= 256:                    # skinny: many small tiles stream the big operand
         cfg = Config("pipelined", 64, 128, 64, 6, 8, 4)
     elif K <= 512:                            # short K: overlap one tile's epilogue with the next's loop
-        cfg = Config("pingpong", 128, 128, 64, 4)
-    elif triton.cdiv(M, 128) * triton.cdiv(N, 256) <= 132:   # one wave: persistence buys nothing
+        cfg = Config("pingpong", 128, 128, 64, 5)
+    elif K <= 1024:                           # short K, many tiles: wider L2 groups (+2-4% over 8)
+        cfg = Config("persistent", 128, 256, 64, 3, 16)
+    elif waves <= 8:                          # few waves: the non-persistent kernel's simpler loop wins
         cfg = Config("pipelined", 128, 256, 64, 3, 8, 8)
     else:
         cfg = Config("persistent", 128, 256, 64, 3)
