@@ -375,11 +375,12 @@ SHARED_LIMIT = 232448 - 1024   # the opt-in maximum per block, less room for bar
 def configs() -> list[Config]:
     """Candidate configurations for the tuner and the benchmark."""
     return [Config("persistent", 128, 256, 64, 3), Config("persistent", 128, 128, 64, 4),
-            Config("persistent", 128, 256, 64, 3, 16),           # wider L2 groups (not yet timed)
+            Config("persistent", 128, 256, 64, 3, 16),           # wider L2 groups: short K (gemm-run3)
             Config("pingpong", 128, 128, 64, 4), Config("pingpong", 128, 128, 64, 5), Config("pingpong", 128, 64, 64, 6),
             Config("pipelined", 128, 256, 64, 3, 8, 8),
             # skinny problems: more, smaller tiles so every SM streams its share of the big operand ...
             Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4),
+            Config("pipelined", 128, 64, 64, 8, 8, 4), Config("pipelined", 64, 128, 64, 8, 8, 4),   # more bytes in flight
             # ... or whole-M/N tiles with K split across programs, so each operand byte is read once
             Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0)]
 
