@@ -390,13 +390,3 @@ def test_zero_scale_is_uniform_attention():
     q, k, v = randn(1, 2, 256, 64), randn(1, 2, 256, 64), randn(1, 2, 256, 64)
     out, lse = run_sim(q, k, v, scale=0.0)
     check(out, lse, *reference(q, k, v, scale=1e-30))
-
-
-def test_persistent_double_buffers_q_where_it_fits():
-    """Two Q buffers per consumer when persistent and beside the K/V ring in shared memory, else one."""
-    C = attention.Config
-    assert attention.q_buffers(C(BN=256, PERSISTENT=True), 64, 2) == 2
-    assert attention.q_buffers(C(PERSISTENT=True), 128, 2) == 2
-    assert attention.q_buffers(C(STAGES=3, PIPELINE=True, PERSISTENT=True), 128, 2) == 1   # 192 KB of K/V
-    assert attention.q_buffers(C(BN=64, PERSISTENT=True), 256, 2) == 1
-    assert attention.q_buffers(C(), 64, 2) == 1                                            # one tile per program
