@@ -37,12 +37,16 @@ def attention_table(data) -> str:
         out.append(f"| {r['D']} | {r['S']} | {'yes' if r['causal'] else 'no'} | "
                    + " | ".join(cell(r, f"{v}_tflops") for v in variants)
                    + f" | {cell(r, 'cudnn_tflops')} | {cell(r, 'flash_tflops')} | {r.get('ratio_cudnn', 0):.2f} |")
-    out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}", "",
+    out += ["", f"Geometric mean of the ratio to cuDNN: {m.get('geomean_ratio_cudnn', float('nan')):.3f}"]
+    features = [r for r in data["rows"] if "feature" in r]
+    if not features:
+        return "\n".join(out)
+    out += ["",
             "Features (TFLOPS over the attended pairs; 'base': the feature without PIPELINE; 'plain': the same "
             "shape without the feature):", "",
             "| feature | D | S | H / H_kv | tlx | base | plain | cuDNN | FA2 | rel. error |",
             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in (r for r in data["rows"] if "feature" in r):
+    for r in features:
         err = f"{r['tlx_rel_err']:.1e}" if "tlx_rel_err" in r else "-"
         out.append(f"| {r['feature']} | {r['D']} | {r['S']} | {r['H']} / {r['H_kv']} | {cell(r, 'tlx_tflops')} | "
                    f"{cell(r, 'tlx_base_tflops')} | {cell(r, 'tlx_plain_tflops')} | {cell(r, 'cudnn_tflops')} | "

@@ -361,25 +361,20 @@ def program_tile_count(NUM_TILES, PERSISTENT: tl.constexpr):
 
 
 @tlx.jit
-def tile_of(k, NUM_M, NUM_TILES, H, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+def tile_of(k, NUM_M, H, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
     """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
-    batch * head). Persistent: tiles t dealt in rounds of num_programs, odd rounds in reverse (snake).
-    Equal tiles go head by head (t = bh * NUM_M + i: neighbouring programs share a head's K/V in L2);
-    LONGEST_FIRST (right-bounded masks: later rows attend more keys) goes block by block over all heads,
-    longest first, so every round holds tiles of nearly one length and no program is left with a
-    run of long ones at the end (H200, attention-run5: head by head, causal D=128 S=16384 ran 28%
-    below the non-persistent grid)."""
+    batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
+    reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
+    head's K/V in L2. LONGEST_FIRST (right-bounded masks): later rows attend more keys, run them first.
+    A block-by-block order over all heads (each round one tile length) balanced causal D=256 better
+    (+25-48% at S >= 8192) but lost the L2 sharing: D=64/128 causal at S <= 8192 ran 5-20% slower
+    (attention-run5 against run6/7)."""
     if PERSISTENT:
         n_prog = tl.num_programs(0)
         p = tl.program_id(0)
         t = k * n_prog + tl.where(k % 2 == 0, p, n_prog - 1 - p)
-        if LONGEST_FIRST:
-            n_bh = NUM_TILES // NUM_M
-            bh = t % n_bh
-            m_block = t // n_bh
-        else:
-            bh = t // NUM_M
-            m_block = t % NUM_M
+        bh = t // NUM_M
+        m_block = t % NUM_M
     else:
         bh = tl.program_id(1)
         m_block = tl.program_id(0)
@@ -414,7 +409,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     stored their output through it (q_empty) and runs ahead on its K/V, across tile boundaries."""
     HALF: tl.constexpr = BM // 2
     if VARLEN:                                             # (never persistent) the grid covers the longest
-        first_row, seq, _ = tile_of(0, NUM_M, NUM_TILES, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
+        first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
         seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)  # its end
         if first_row >= seq_len:
             return
@@ -432,7 +427,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
             for k in range(n_tiles):
-                m0, b, h = tile_of(k, NUM_M, NUM_TILES, H, BM, PERSISTENT, BOUND_R)
+                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
                 q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
@@ -456,7 +451,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
             cnt = 0
             for k in range(n_tiles):
-                m0, b, h = tile_of(k, NUM_M, NUM_TILES, H, BM, PERSISTENT, BOUND_R)
+                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
                 q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
@@ -506,19 +501,19 @@ class Config:
 
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
-    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention-run5/6.log and
-    attention_sweep-run2.log). D=128: PIPELINE (FA3's softmax/wgmma overlap), 3-17% over the plain
-    kernel at every length; non-causal also PINGPONG (+0.3-4% in run 6, +1.5% in the sweep; causal
-    ran 0-2% slower with it). D=64: 256-key blocks when the fixed length S is a multiple of 256 (+4-8%),
-    except causal below 4096 keys (a 256-key diagonal block wastes more than longer blocks gain) and
-    with windows, softcap or user mods (`plain` False: their masked or transformed 256-wide tiles ran
-    10-35% slower); persistent for plain fixed lengths (+2-11%,
-    one row -1%). D=256: 64-key blocks (shared memory);
-    its PIPELINE ran 20% slower (two 64-key stages are all that fit)."""
+    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention-run5/6/7.log,
+    attention_sweep-run2.log). D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain
+    kernel at every length, 2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG
+    (+0.3-4% in run 6, +1.5% in the sweep; causal ran 0-2% slower with it). D=64: 256-key blocks
+    when the fixed length S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key
+    diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
+    (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower); persistent for
+    plain fixed lengths (non-causal +1-9% in run 7, causal +2-10% at S <= 8192 in run 5). D=256:
+    64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all that fit)."""
     if D > 128:
         return Config(BN=64)
     if D == 128:
-        return Config(STAGES=3, PIPELINE=True, PINGPONG=not causal)
+        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
     fixed = S is not None                                  # persistence needs fixed lengths
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed)
