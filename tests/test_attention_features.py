@@ -250,7 +250,7 @@ def compile_variant(D=128, pingpong=False, varlen=False, pipeline=False, persist
 def test_compile_report(kw):
     report = compile_variant(**kw)
     s = report.stats
-    assert s["wgmma"] > 0 and s["tma_load"] >= 4 and s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["wgmma"] > 0 and s["tma_load"] >= 4 and s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
     assert s["tma_store"] >= 2
     pingpong_ids = set(NAMED_IDS.findall(report.asm["ptx"])) & {"8", "9"}   # ids 0-3: the compiler's own
     assert pingpong_ids == ({"8", "9"} if kw.get("pingpong") else set())

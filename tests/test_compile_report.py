@@ -21,7 +21,7 @@ def test_pipelined_gemm_uses_tma_and_wgmma():
     r = _report(gemm.Config("pipelined", 128, 256, 64, 3, 8, 8))
     s = r.stats
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["mbarrier_wait"] > 0
-    assert s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
     assert "ttgir" in r.asm and ".target sm_90a" in r.asm["ptx"]
 
 
@@ -31,7 +31,7 @@ def test_warp_specialized_gemm_report(dtype):
     s = r.stats
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["mbarrier_wait"] > 0
     assert s["setmaxnreg"] > 0, "the consumer tasks asked for 232 registers"
-    assert s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
     assert 0 < s["shared_bytes"] <= 232448
     assert re.search(r"setmaxnreg.inc.sync.aligned.u32\s+232", r.asm["ptx"])
 
@@ -47,5 +47,5 @@ def test_two_task_vector_add_compiles_for_hopper_and_blackwell():
     x, y, o = torch.randn(4096), torch.randn(4096), torch.empty(4096)
     for target in ("sm_90a", "sm_100a"):
         r = tlx.compile(two_task_add, x, y, o, 4096, BLOCK=1024, target=target)
-        assert r.stats["spills"] == 0 and not r.stats["wgmma_serialized"]
+        assert r.stats["spills"] == 0 and not r.stats["wgmma_serialized"] and not r.stats["wgmma_desc_unset"]
         assert "warp_specialize" in r.asm["ttgir"]

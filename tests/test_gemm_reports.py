@@ -31,7 +31,7 @@ def test_persistent_gemm_variants_compile_clean(at, bt, bias, act, out_dtype):
     args, _, meta = gemm.launch_args(a, b, c, cfg, bb, act)
     s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["setmaxnreg"] > 0
-    assert s["spills"] == 0 and not s["wgmma_serialized"], s
+    assert s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"], s
 
 
 def test_operand_errors():
@@ -55,7 +55,7 @@ def test_pingpong_gemm_report():
     cfg = gemm.Config("pingpong", 128, 128, 64, 4)
     args, _, meta = gemm.launch_args(a, b, c, cfg)
     s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
-    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["setmaxnreg"] > 0 and s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["setmaxnreg"] > 0 and s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
 
 
 @pytest.mark.parametrize("shape,kernel", [((8192, 8192, 8192), "persistent"), ((4096, 4096, 4096), "pipelined"),
@@ -81,7 +81,7 @@ def test_every_table_choice_fits_shared_memory(shape, out_bytes, epilogue, trans
     c = torch.empty(256, 384, dtype=torch.float32 if out_bytes == 4 else torch.float16)
     args, _, meta = gemm.launch_args(a, b, c, cfg)
     s = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta).stats
-    assert s["shared_bytes"] <= 232448 and s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["shared_bytes"] <= 232448 and s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
 
 
 def test_splitk_kernels_compile_clean():
@@ -96,11 +96,11 @@ def test_splitk_kernels_compile_clean():
     descs = [tlx.TensorDescriptor.from_tensor(t, blk) for t, blk in ((a, [128, 64]), (b, [64, 128]), (work, [128, 128]))]
     s = tlx.compile(gemm.matmul_pipelined_kernel, *descs, M, N, K, 64, M, num_warps=4, BM=128, BN=128, BK=64,
                     STAGES=4, GROUP_M=8).stats
-    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["tma_store"] > 0 and s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
     c = torch.empty(M, N, dtype=torch.bfloat16)
     s = tlx.compile(gemm.splitk_reduce_kernel, work, c, c[0], M, N, splits, M, N, num_warps=4, HAS_BIAS=True,
                     ACTIVATION="silu", BLOCK_M=32, BLOCK_N=128).stats
-    assert s["spills"] == 0 and not s["wgmma_serialized"]
+    assert s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
 
 
 def test_splitk_config_errors():

@@ -16,6 +16,7 @@ from triton.compiler.errors import CompilationError
 from ..errors import TlxCompileError, TlxLaunchError, raise_user_error
 from ._triton_compat import GluonASTSource
 from .launch import convert_args, with_layout_retry
+from .sass import disassemble, unset_wgmma_descriptors
 
 TARGETS = {"sm_90a": GPUTarget("cuda", 90, 32), "sm_90": GPUTarget("cuda", 90, 32),
            "sm_100a": GPUTarget("cuda", 100, 32)}
@@ -113,6 +114,7 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     stats = ptx_stats(asm["ptx"])
     stats["shared_bytes"] = int(compiled.metadata.shared)
     stats.update(ptxas_stats(asm["ptx"], target))
+    stats["wgmma_desc_unset"] = len(unset_wgmma_descriptors(disassemble(asm["cubin"])))   # ptxas miscompile
     limit = SHARED_LIMIT[target]
     if stats["shared_bytes"] > limit:
         raise TlxCompileError(f"tlx.local_alloc: kernel '{kernel.__name__}' needs {stats['shared_bytes']} bytes of "
