@@ -403,10 +403,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                         PERSISTENT: tl.constexpr):
+                         PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
-    walking its tiles; then the producer loads the next tile's Q as soon as both consumers have
-    stored their output through it (q_empty) and runs ahead on its K/V, across tile boundaries."""
+    walking its tiles; then the producer runs ahead on K/V across tile boundaries and loads a tile's
+    Q as soon as its buffer is free (q_empty: the consumer stored an earlier tile's output through
+    it). Q_BUFS=2 gives each consumer two Q buffers, so the next tile's Q lands while this one runs
+    instead of after its output store (short tiles waited for it at every tile)."""
     HALF: tl.constexpr = BM // 2
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -414,11 +416,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         if first_row >= seq_len:
             return
     dtype = tlx.dtype_of(q_desc)
-    q_bufs = tlx.local_alloc((HALF, D), dtype, 2)
+    q_bufs = tlx.local_alloc((HALF, D), dtype, 2 * Q_BUFS)       # slot c + 2 * (tile % Q_BUFS)
     k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
-    q_full = tlx.alloc_barriers(2)
-    q_empty = tlx.alloc_barriers(2)
+    q_full = tlx.alloc_barriers(2 * Q_BUFS)
+    q_empty = tlx.alloc_barriers(2 * Q_BUFS)
     k_full = tlx.alloc_barriers(STAGES)
     v_full = tlx.alloc_barriers(STAGES)
     kv_empty = tlx.alloc_barriers(STAGES, arrive_count=2)
@@ -431,11 +433,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
+                qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
                 for c in tl.static_range(2):
                     if PERSISTENT:
-                        tlx.barrier_wait(q_empty[c], (k & 1) ^ 1)        # consumer c stored the last tile
-                    tlx.barrier_expect_bytes(q_full[c], HALF * D * tlx.size_of(dtype))
-                    tlx.async_descriptor_load(q_desc, q_bufs[c], [q_row + c * HALF, q_col], q_full[c])
+                        tlx.barrier_wait(q_empty[c + 2 * qs], qp ^ 1)   # consumer c stored its tile k - Q_BUFS
+                    tlx.barrier_expect_bytes(q_full[c + 2 * qs], HALF * D * tlx.size_of(dtype))
+                    tlx.async_descriptor_load(q_desc, q_bufs[c + 2 * qs], [q_row + c * HALF, q_col], q_full[c + 2 * qs])
                 for j in range(lo, hi):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
                     tlx.barrier_wait(kv_empty[s], p ^ 1)
@@ -455,9 +458,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                tlx.barrier_wait(q_full[cid], k & 1)
+                qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
+                q_slot = cid + 2 * qs
+                tlx.barrier_wait(q_full[q_slot], qp)
                 r0 = m0 + cid * HALF
-                m_i, l_i, acc = consume_blocks(q_bufs[cid], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, cnt, r0,
+                m_i, l_i, acc = consume_blocks(q_bufs[q_slot], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, cnt, r0,
                                                b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, HALF, D, BN, STAGES,
                                                PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
                                                ACTIVATION, PIPELINE)
@@ -465,10 +470,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
                     out = acc
-                store_output(out.to(dtype), o_desc, o_ptr, q_bufs[cid], q_row + cid * HALF, q_col, q_len - r0,
+                store_output(out.to(dtype), o_desc, o_ptr, q_bufs[q_slot], q_row + cid * HALF, q_col, q_len - r0,
                              O_STRIDE, HALF, D, VARLEN)
                 if PERSISTENT:
-                    tlx.barrier_arrive(q_empty[cid])                     # the store has read Q's buffer
+                    tlx.barrier_arrive(q_empty[q_slot])                  # the store has read Q's buffer
                 if ACTIVATION == "softmax":
                     rows = r0 + tl.arange(0, HALF)
                     lse = (m_i + tl.log2(l_i)) / LOG2E
@@ -508,7 +513,8 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     when the fixed length S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key
     diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
     (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower); persistent for
-    plain fixed lengths (non-causal +1-9% in run 7, causal +2-10% at S <= 8192 in run 5). D=256:
+    plain fixed lengths (non-causal 1.01-1.06x cuDNN with two Q buffers in run 6, causal +2-10%
+    over the grid at S <= 8192 in run 5). D=256:
     64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all that fit)."""
     if D > 128:
         return Config(BN=64)
@@ -517,6 +523,20 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     fixed = S is not None                                  # persistence needs fixed lengths
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed)
+
+
+SHARED_LIMIT = 232448 - 1024      # the H200's opt-in maximum per block, less room for barriers
+
+
+def q_buffers(cfg: Config, D: int, itemsize: int, masked_edges: bool) -> int:
+    """Q buffers per consumer: two when persistent, beside the K/V ring in shared memory, and without
+    masked edge loops (the next tile's Q then loads during this one: D=64 non-causal S=1024 ran 1.03x
+    cuDNN with two, 0.94x with one, attention-run6/7), else one. Masked edges: with two buffers ptxas
+    12.8 set a Q descriptor only before the unmasked loop, and a tile whose unmasked loop was empty
+    (causal diagonal) read the previous tile's Q: wrong results on the H200 (docs/design.md)."""
+    kv = 2 * cfg.STAGES * cfg.BN * D * itemsize
+    q = cfg.BM * D * itemsize                      # one buffer per consumer, HALF rows each
+    return 2 if cfg.PERSISTENT and not masked_edges and kv + 2 * q <= SHARED_LIMIT else 1
 
 
 LAYOUTS = ("bhsd", "bshd", "thd")
@@ -700,7 +720,9 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
                 ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
-                PERSISTENT=cfg.PERSISTENT)
+                PERSISTENT=cfg.PERSISTENT,
+                Q_BUFS=q_buffers(cfg, D, q.element_size(), masked_edges=left is not None or right is not None
+                                 or features.mask_mod is not None or shape.varlen))
     return args, grid, meta, cfg
 
 
