@@ -71,6 +71,15 @@ def ptxas_stats(ptx: str, arch: str) -> dict:
             "wgmma_serialized": int("C7514" in log or "wgmma.mma_async instructions are serialized" in log)}
 
 
+def wgmma_desc_unset(cubin: bytes) -> int:
+    """HGMMAs whose descriptor registers some path leaves unset (a ptxas 12.8 miscompile,
+    tlx/gluon/sass.py); -1 when the binary could not be disassembled, so a check of 0 fails loudly."""
+    try:
+        return len(unset_wgmma_descriptors(disassemble(cubin)))
+    except (OSError, subprocess.CalledProcessError):
+        return -1
+
+
 def signature_of(kernel, bound: dict, args: list) -> tuple[dict, dict, dict]:
     signature, constexprs, attrs = {}, {}, {}
     for i, (name, value) in enumerate(zip(bound, args)):
@@ -114,7 +123,7 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     stats = ptx_stats(asm["ptx"])
     stats["shared_bytes"] = int(compiled.metadata.shared)
     stats.update(ptxas_stats(asm["ptx"], target))
-    stats["wgmma_desc_unset"] = len(unset_wgmma_descriptors(disassemble(asm["cubin"])))   # ptxas miscompile
+    stats["wgmma_desc_unset"] = wgmma_desc_unset(asm["cubin"])
     limit = SHARED_LIMIT[target]
     if stats["shared_bytes"] > limit:
         raise TlxCompileError(f"tlx.local_alloc: kernel '{kernel.__name__}' needs {stats['shared_bytes']} bytes of "
