@@ -339,9 +339,6 @@ class Config:
             raise ConfigRejected(f"gemm.Config: 'SPLIT_K' must be 1 for {self.kernel!r} (split-K is the pipelined "
                                  f"kernel's) and >= 0, got {self.SPLIT_K}")
 
-    def key(self) -> tuple:
-        return (self.kernel, self.BM, self.BN, self.BK, self.STAGES, self.GROUP_M, self.num_warps, self.SPLIT_K)
-
     def name(self) -> str:
         split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
         group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
@@ -385,6 +382,12 @@ def configs() -> list[Config]:
             Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0)]
 
 
+def column_major(t) -> bool:
+    """An operand stored transposed (unit stride down a column): read through a transposed shared-
+    memory view by the persistent kernels; check_operands admits only this and row-major."""
+    return t.stride(0) == 1 and t.stride(1) != 1
+
+
 def _tma_ok(t) -> bool:
     """Row-major (or column-major) with 16-byte aligned base and pitch: what a TMA descriptor needs."""
     pitch = t.stride(0) if t.stride(1) == 1 else t.stride(1) if t.stride(0) == 1 else None
@@ -423,7 +426,7 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     M, K = a.shape
     N = b.shape[1]
     rows = cfg.BM // 2 if cfg.kernel in ("persistent", "ws") else cfg.BM
-    a_t, b_t = a.stride(0) == 1 and a.stride(1) != 1, b.stride(0) == 1 and b.stride(1) != 1
+    a_t, b_t = column_major(a), column_major(b)
     if (a_t or b_t) and cfg.kernel not in PERSISTENT:
         raise ConfigRejected(f"gemm: transposed operands need a persistent kernel, got {cfg.kernel!r}")
     a_desc = tlx.TensorDescriptor.from_tensor(a.T, [cfg.BK, rows]) if a_t else \
@@ -451,7 +454,7 @@ def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=Non
     import torch
     M, K = a.shape
     N = b.shape[1]
-    if a.stride(1) != 1 or b.stride(1) != 1:
+    if column_major(a) or column_major(b):
         raise ConfigRejected("gemm: split-K takes row-major operands (the pipelined kernel's)")
     rows = triton.cdiv(M, cfg.BM) * cfg.BM
     per_split = triton.cdiv(triton.cdiv(K, cfg.BK), splits)
@@ -524,7 +527,7 @@ def tuned_config(a, b, c, bias, activation, backend, programs) -> Config:
     from tlx.kernels import tuning
     M, K = a.shape
     N = b.shape[1]
-    a_t, b_t = a.stride(1) != 1, b.stride(1) != 1
+    a_t, b_t = column_major(a), column_major(b)
     problem = (f"{M}x{N}x{K} {str(a.dtype)[6:]}->{str(c.dtype)[6:]} a{'T' if a_t else 'N'}b{'T' if b_t else 'N'} "
                f"bias={bias is not None} act={activation}")
     known = tuning.remembered("gemm", problem, a.device)
@@ -558,7 +561,7 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
     if config == "tune" or (config is None and os.environ.get("TLX_TUNE") == "1"):
         config = tuned_config(a, b, c, bias, activation, backend, programs)   # measured once, then remembered
-    transposed = a.stride(1) != 1 or b.stride(1) != 1
+    transposed = column_major(a) or column_major(b)
     cfg = config or default_config(M, N, K, a.element_size(), c.element_size(),
                                    bias is not None or activation is not None, transposed)
     def prepare():
