@@ -35,7 +35,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
-from tlx.kernels.hardware import num_sms
+from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 LOG2E = 1.4426950408889634
@@ -405,10 +405,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
-    walking its tiles; then the producer runs ahead on K/V across tile boundaries and loads a tile's
-    Q as soon as its buffer is free (q_empty: the consumer stored an earlier tile's output through
-    it). Q_BUFS=2 gives each consumer two Q buffers, so the next tile's Q lands while this one runs
-    instead of after its output store (short tiles waited for it at every tile)."""
+    walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
+    consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
+    buffers, so the next tile's Q (and the producer's K/V, across the tile boundary) land while this
+    tile runs instead of after its output store (short tiles waited for it at every tile)."""
     HALF: tl.constexpr = BM // 2
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -514,8 +514,8 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
     (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower); persistent for
     plain fixed lengths (non-causal 1.01-1.06x cuDNN with two Q buffers in run 6, causal +2-10%
-    over the grid at S <= 8192 in run 5). D=256:
-    64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all that fit)."""
+    over the grid at S <= 8192 in run 5). D=256: 64-key blocks (shared memory); PIPELINE ran 20%
+    slower there (two 64-key stages are all that fit)."""
     if D > 128:
         return Config(BN=64)
     if D == 128:
@@ -523,9 +523,6 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     fixed = S is not None                                  # persistence needs fixed lengths
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed)
-
-
-SHARED_LIMIT = 232448 - 1024      # the H200's opt-in maximum per block, less room for barriers
 
 
 def q_buffers(cfg: Config, D: int, itemsize: int, masked_edges: bool) -> int:

@@ -19,7 +19,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
-from tlx.kernels.hardware import num_sms
+from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 
@@ -366,7 +366,6 @@ KERNELS = {"persistent": matmul_persistent_kernel, "pingpong": matmul_pingpong_k
 PERSISTENT = ("persistent", "pingpong")
 SUPPORTED = ("float16", "bfloat16")
 ACTIVATIONS = (None, "relu", "gelu", "silu")
-SHARED_LIMIT = 232448 - 1024   # the opt-in maximum per block, less room for barriers
 
 
 def configs() -> list[Config]:

@@ -1,5 +1,7 @@
-"""What the persistent kernels size their grids by."""
+"""What the library kernels size their grids and buffers by."""
 from __future__ import annotations
+
+SHARED_LIMIT = 232448 - 1024   # the H200's opt-in shared memory per block, less room for barriers
 
 
 def num_sms(device) -> int:
