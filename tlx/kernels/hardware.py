@@ -1,7 +1,9 @@
 """What the library kernels size their grids and buffers by."""
 from __future__ import annotations
 
-SHARED_LIMIT = 232448 - 1024   # the H200's opt-in shared memory per block, less room for barriers
+from tlx.gluon.report import SHARED_LIMIT as _BLOCK_SHARED
+
+SHARED_LIMIT = _BLOCK_SHARED["sm_90a"] - 1024   # the H200's opt-in shared memory per block, less room for barriers
 
 
 def num_sms(device) -> int:
