@@ -95,3 +95,27 @@ def test_persistent_gemms_walk_several_tiles_per_program(kernel):
     args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=2)
     gemm.KERNELS[kernel][grid](*args, backend="sim", sim_options=SimOptions(schedules=4), **meta)
     assert rel_err(c, a.double() @ b.double()) <= 1e-2
+
+
+@pytest.mark.parametrize("causal,window,cfg", [
+    (False, None, attention.Config(BM=192, PINGPONG=True)),
+    (True, None, attention.Config(BM=192, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2)),
+    (False, (40, 10), attention.Config(BM=192, PIPELINE=True))], ids=["pingpong", "causal-persistent", "window"])
+def test_attention_three_consumers(causal, window, cfg):
+    """BM=192: three consumer warp groups (round-robin turns with PINGPONG); S=256 leaves two of the
+    second tile's consumers past the end, which must store nothing (the output is poisoned)."""
+    B, H, Hk, S, D = 1, 2, 1, 256, 64
+    q = torch.randn(B, H, S, D, dtype=torch.float16)
+    k, v = (torch.randn(B, Hk, S, D, dtype=torch.float16) for _ in range(2))
+    out = torch.full_like(q, float("nan"))
+    _, lse = attention.attention(q, k, v, causal=causal, window=window, config=cfg, out=out, backend="sim",
+                                 return_lse=True)
+    kr, vr = k.double().repeat_interleave(H // Hk, 1), v.double().repeat_interleave(H // Hk, 1)
+    scores = (q.double() @ kr.transpose(-1, -2)) / D ** 0.5
+    i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]
+    keep = (j <= i) if causal else torch.ones(S, S, dtype=torch.bool)
+    if window is not None:
+        keep &= (j >= i - window[0]) & (j <= i + window[1])
+    scores = scores.masked_fill(~keep, float("-inf"))
+    assert rel_err(out, torch.softmax(scores, -1) @ vr) <= 1e-2
+    assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-4

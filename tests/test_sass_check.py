@@ -72,3 +72,25 @@ def test_indirect_branch_reaches_every_label():
 """
     found = sass.unset_wgmma_descriptors(text)
     assert len(found) == 1 and "UR6 UR7" in found[0]
+
+
+def test_indirect_branch_with_listed_targets_reaches_those_only():
+    """nvdisasm names a BRX's targets (the dispatch to three or more warp-specialized partitions): a
+    descriptor set on every listed path is set; with a target it cannot find, every label counts (.L_x_4
+    too, reached with nothing set)."""
+    text = """
+        /*0000*/                   BRX R2 -0x10        (*"BRANCH_TARGETS .L_x_1,.L_x_3"*);
+.L_x_1:
+        /*0010*/                   UMOV UR4, 0x1 ;
+        /*0020*/                   UMOV UR5, 0x2 ;
+        /*0030*/                   BRA `(.L_x_4) ;
+.L_x_3:
+        /*0050*/                   UMOV UR4, 0x1 ;
+        /*0060*/                   UMOV UR5, 0x2 ;
+.L_x_4:
+        /*0070*/                   HGMMA.64x64x16.F32.BF16 R0, R8, gdesc[UR2], R0 ;
+        /*0080*/                   EXIT ;
+"""
+    assert sass.unset_wgmma_descriptors(text) == []
+    unknown = text.replace("BRANCH_TARGETS .L_x_1,.L_x_3", "BRANCH_TARGETS .L_x_1,.L_x_9")
+    assert len(sass.unset_wgmma_descriptors(unknown)) == 1

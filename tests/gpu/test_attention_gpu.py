@@ -183,3 +183,32 @@ def test_persistent_matches_reference(D, S, causal, pingpong):
     if causal:
         scores = scores.masked_fill(torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
     assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3
+
+
+@pytest.mark.parametrize("flags", ["", "pingpong", "pipeline,pingpong", "persistent,pipeline,pingpong"])
+@pytest.mark.parametrize("S,causal,window,hkv", [(1024, False, None, 8), (1024, True, None, 2), (2048, True, None, 8),
+                                                 (1152, False, (100, 30), 4)])
+def test_three_consumers_gpu(S, causal, window, hkv, flags):
+    """BM=192 (three consumer warp groups, D=64): S=1024 and 2048 leave the last tile's two or one
+    consumers past the end (nothing stored); GQA and a window on the masked path; poisoned output
+    and LSE against fp32."""
+    B, H, D = 2, 8, 64
+    q = torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, hkv, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    on = set(flags.split(","))
+    cfg = attention.Config(BM=192, PINGPONG="pingpong" in on, PIPELINE="pipeline" in on,
+                           PERSISTENT="persistent" in on)
+    out = torch.full_like(q, float("nan"))
+    _, lse = attention.attention(q, k, v, causal=causal, window=window, config=cfg, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    kr, vr = (t.float().repeat_interleave(H // hkv, 1) for t in (k, v))
+    scores = (q.float() @ kr.transpose(-1, -2)) / D ** 0.5
+    i, j = torch.arange(S, device="cuda")[:, None], torch.arange(S, device="cuda")[None, :]
+    keep = (j <= i) if causal else torch.ones(S, S, dtype=torch.bool, device="cuda")
+    if window is not None:
+        keep &= (j >= i - window[0]) & (j <= i + window[1])
+    scores = scores.masked_fill(~keep, float("-inf"))
+    ref = torch.softmax(scores, -1) @ vr
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3

@@ -21,6 +21,7 @@ _PRED = re.compile(r"^(@!?U?P[T0-9])\s+(.*)$")
 _TARGET = re.compile(r"\(\s*(\.L_x_\d+)\s*\)")
 _UREG = re.compile(r"^UR(\d+)$")
 _DESC = re.compile(r"^gdesc\[UR(\d+)\]")
+_BRANCH_TARGETS = re.compile(r"BRANCH_TARGETS\s+([^\"]*)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Instr:
     predicated: bool
     op: str
     operands: tuple[str, ...]
+    targets: tuple[str, ...] = ()      # an indirect branch's labels, where nvdisasm lists them
 
 
 def disassemble(cubin: bytes) -> str:
@@ -62,18 +64,24 @@ def parse(sass: str) -> tuple[list[Instr], dict[str, int]]:
         body = pred.group(2) if pred else text
         op, _, rest = body.partition(" ")
         operands = tuple(o.strip() for o in rest.split(",")) if rest.strip() else ()
-        instrs.append(Instr(int(m.group(1), 16), text, pred is not None, op, operands))
+        listed = _BRANCH_TARGETS.search(line)
+        targets = tuple(t.strip() for t in listed.group(1).split(",")) if listed else ()
+        instrs.append(Instr(int(m.group(1), 16), text, pred is not None, op, operands, targets))
     return instrs, labels
 
 
 def _successors(instrs: list[Instr], labels: dict[str, int]) -> list[list[int]]:
     """Control flow: branches to their label (and on, when predicated); an indirect branch (BRX, JMX)
-    to every label, which can only make the check stricter; a call returns to the next instruction."""
+    to the BRANCH_TARGETS nvdisasm lists for it (the warp-specialized dispatch of three or more
+    partitions), else to every label, which can only make the check stricter; a call returns to the
+    next instruction."""
     succ = []
     for i, ins in enumerate(instrs):
         nxt = [i + 1] if i + 1 < len(instrs) else []
         if ins.op.startswith(("BRX", "JMX")):
-            succ.append(sorted(set(labels.values())) + (nxt if ins.predicated else []))
+            listed = ins.targets and all(t in labels for t in ins.targets)
+            where = [labels[t] for t in ins.targets] if listed else sorted(set(labels.values()))
+            succ.append(where + (nxt if ins.predicated else []))
         elif ins.op.startswith("RET"):
             succ.append(nxt if ins.predicated else [])
         elif ins.op.startswith("BRA"):

@@ -39,6 +39,7 @@ from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 LOG2E = 1.4426950408889634
+CONSUMER_ROWS = 64          # query rows per consumer warp group (one m64 wgmma)
 
 
 @tlx.jit
@@ -56,14 +57,14 @@ def kv_block_range(m0, kv_len, win_l, win_r, BM: tl.constexpr, BN: tl.constexpr,
 
 
 @tlx.jit
-def unmasked_range(r0, lo, hi, kv_len, win_l, win_r, HALF: tl.constexpr, BN: tl.constexpr,
+def unmasked_range(r0, lo, hi, kv_len, win_l, win_r, ROWS: tl.constexpr, BN: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, MASK_MOD: tl.constexpr):
     """[a, z) inside [lo, hi): the blocks where every (row, key) pair of one consumer's rows
-    r0..r0+HALF-1 is kept, so they skip the mask. [lo, a) and [z, hi) are the masked edges."""
+    r0..r0+ROWS-1 is kept, so they skip the mask. [lo, a) and [z, hi) are the masked edges."""
     a = lo
     z = kv_len // BN                                       # a block past the sequence end needs the mask
     if BOUND_L:
-        a = tl.cdiv(tl.maximum(r0 + HALF - 1 - win_l, 0), BN)   # starts at or after the last row's left edge
+        a = tl.cdiv(tl.maximum(r0 + ROWS - 1 - win_l, 0), BN)   # starts at or after the last row's left edge
     if BOUND_R:
         z = tl.minimum(z, (r0 + win_r + 1) // BN)          # ends at or before the first row's right edge
     if MASK_MOD is not None:
@@ -130,9 +131,24 @@ def activate(s, ACTIVATION: tl.constexpr):
 
 
 @tlx.jit
+def wait_turn(cid: tl.constexpr, PINGPONG: tl.constexpr):
+    """PINGPONG: wait until consumer `cid` holds the tensor cores (named barrier 8 + cid)."""
+    if PINGPONG:
+        tlx.named_barrier_wait(8 + cid, 256)
+
+
+@tlx.jit
+def pass_turn(cid: tl.constexpr, CONSUMERS: tl.constexpr, PINGPONG: tl.constexpr):
+    """PINGPONG: hand the tensor cores to the next consumer, round robin (two consumers alternate, three
+    take turns in order as in FlashAttention-3's head-dim-64 kernel)."""
+    if PINGPONG:
+        tlx.named_barrier_arrive(8 + (cid + 1) % CONSUMERS, 256)
+
+
+@tlx.jit
 def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
-                     softcap, cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, SOFTCAP: tl.constexpr,
-                     SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr):
+                     softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -149,11 +165,9 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
     for _ in range(a, tl.minimum(a + 1, z)):
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
-        if PINGPONG:
-            tlx.named_barrier_wait(8 + cid, 256)
+        wait_turn(cid, PINGPONG)
         qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
-        if PINGPONG:
-            tlx.named_barrier_arrive(9 - cid, 256)
+        pass_turn(cid, CONSUMERS, PINGPONG)
         qk = tlx.async_dot_wait(0, qk)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
@@ -172,12 +186,10 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
             tlx.barrier_wait(k_full[s], p)
             acc = acc * alpha[:, None]                    # to block j-1's row max
             tlx.barrier_wait(v_full[sp], pp)
-            if PINGPONG:
-                tlx.named_barrier_wait(8 + cid, 256)
+            wait_turn(cid, PINGPONG)
             qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
             acc = tlx.async_dot(p16, v_bufs[sp], acc)
-            if PINGPONG:
-                tlx.named_barrier_arrive(9 - cid, 256)
+            pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
             if not SOFTCAP and SCORE_MOD is None:
                 m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
@@ -203,8 +215,8 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
 
 @tlx.jit
 def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
-                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                    MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
+                    STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
                     ACTIVATION: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
@@ -212,12 +224,10 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     at the tensor cores (named barriers 8 and 9), so one group's softmax overlaps the other's wgmma."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
-    if PINGPONG:
-        tlx.named_barrier_wait(8 + cid, 256)
+    wait_turn(cid, PINGPONG)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
     qk = tlx.async_dot_wait(0, qk)
-    if PINGPONG:
-        tlx.named_barrier_arrive(9 - cid, 256)
+    pass_turn(cid, CONSUMERS, PINGPONG)
     if ACTIVATION == "softmax" and not MASK and not SOFTCAP and SCORE_MOD is None:
         # plain scores (scale >= 0, checked on the host): the row max of the raw Q K^T scaled once per
         # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
@@ -257,11 +267,11 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
 
 
 @tlx.jit
-def store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, HALF: tl.constexpr, D: tl.constexpr):
+def store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, ROWS: tl.constexpr, D: tl.constexpr):
     """The first n_valid rows of `buf` to o[row.., col..] with masked pointer stores, 16 rows at a time
     (a 64-bit pointer per element: a whole 64-row tile of them would not fit in registers)."""
     CHUNK: tl.constexpr = 16
-    for c0 in tl.static_range(0, HALF, CHUNK):
+    for c0 in tl.static_range(0, ROWS, CHUNK):
         vals = tlx.local_load(tlx.local_slice(buf, [c0, 0], [CHUNK, D]))
         r = c0 + tl.arange(0, CHUNK)
         offs = (row + r).to(tl.int64)[:, None] * O_STRIDE + col + tl.arange(0, D)[None, :]
@@ -269,19 +279,18 @@ def store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, HALF: tl.constexpr, D: t
 
 
 @tlx.jit
-def store_output(out, o_desc, o_ptr, buf, row, col, n_valid, O_STRIDE, HALF: tl.constexpr, D: tl.constexpr,
+def store_output(out, o_desc, o_ptr, buf, row, col, n_valid, O_STRIDE, ROWS: tl.constexpr, D: tl.constexpr,
                  VARLEN: tl.constexpr):
     """Output rows through Q's shared buffer (Q is dead). A tile cut by its sequence's end takes masked
-    pointer stores: a TMA box would overwrite the next sequence's rows."""
+    pointer stores: a TMA box would overwrite the next sequence's rows. Fixed lengths are multiples of
+    ROWS, so a consumer's rows are all inside (TMA store) or all past the end (a BM=192 tile over
+    S=2^k: nothing to store)."""
     tlx.local_store(buf, out)
     tlx.fence_async_shared()
-    if VARLEN:
-        if n_valid < HALF:
-            store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, HALF, D)
-        else:
-            tlx.async_descriptor_store(o_desc, buf, [row, col])
-    else:
+    if n_valid >= ROWS:
         tlx.async_descriptor_store(o_desc, buf, [row, col])
+    elif VARLEN:
+        store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, ROWS, D)
     tlx.async_descriptor_store_wait(0)
 
 
@@ -304,7 +313,7 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 
 @tlx.jit
 def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len, sm_scale, softcap,
-                   win_l, win_r, cid: tl.constexpr, HALF: tl.constexpr, D: tl.constexpr, BN: tl.constexpr,
+                   win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr, BN: tl.constexpr,
                    STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                    SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
                    ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
@@ -313,33 +322,33 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, 
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
     wgmma (pipelined_blocks)."""
     if ACTIVATION == "softmax":                                      # running row max and sum
-        m_i = tl.full((HALF,), float("-inf"), tl.float32)
-        l_i = tl.zeros((HALF,), tl.float32)
+        m_i = tl.full((ROWS,), float("-inf"), tl.float32)
+        l_i = tl.zeros((ROWS,), tl.float32)
     else:                                                            # none (an unused tile has no layout)
         m_i = 0.0
         l_i = 0.0
-    acc = tl.zeros((HALF, D), tl.float32)
+    acc = tl.zeros((ROWS, D), tl.float32)
     ring_lo = lo - c0                                                # block j sits at ring count j - ring_lo
-    a, z = unmasked_range(r0, lo, hi, kv_len, win_l, win_r, HALF, BN, BOUND_L, BOUND_R, MASK_MOD)
+    a, z = unmasked_range(r0, lo, hi, kv_len, win_l, win_r, ROWS, BN, BOUND_L, BOUND_R, MASK_MOD)
     if BOUND_L or MASK_MOD is not None:
         for j in range(lo, a):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0,
-                                         b, h, sm_scale, softcap, cid, BN, STAGES, SOFTCAP, SCORE_MOD, PINGPONG)
+                                         b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD, PINGPONG)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN, STAGES,
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
                                             False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
                                             ACTIVATION)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         for j in range(z, hi):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, BN,
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
     return m_i, l_i, acc
@@ -403,27 +412,27 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                         PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr):
+                         PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
     buffers, so the next tile's Q (and the producer's K/V, across the tile boundary) land while this
     tile runs instead of after its output store (short tiles waited for it at every tile)."""
-    HALF: tl.constexpr = BM // 2
+    ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
         seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)  # its end
         if first_row >= seq_len:
             return
     dtype = tlx.dtype_of(q_desc)
-    q_bufs = tlx.local_alloc((HALF, D), dtype, 2 * Q_BUFS)       # slot c + 2 * (tile % Q_BUFS)
+    q_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS * Q_BUFS)   # slot c + CONSUMERS * (tile % Q_BUFS)
     k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
-    q_full = tlx.alloc_barriers(2 * Q_BUFS)
-    q_empty = tlx.alloc_barriers(2 * Q_BUFS)
+    q_full = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
+    q_empty = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
     k_full = tlx.alloc_barriers(STAGES)
     v_full = tlx.alloc_barriers(STAGES)
-    kv_empty = tlx.alloc_barriers(STAGES, arrive_count=2)
+    kv_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)
     n_tiles = program_tile_count(NUM_TILES, PERSISTENT)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
@@ -434,11 +443,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
                 qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
-                for c in tl.static_range(2):
+                for c in tl.static_range(CONSUMERS):
+                    slot = c + CONSUMERS * qs
                     if PERSISTENT:
-                        tlx.barrier_wait(q_empty[c + 2 * qs], qp ^ 1)   # consumer c stored its tile k - Q_BUFS
-                    tlx.barrier_expect_bytes(q_full[c + 2 * qs], HALF * D * tlx.size_of(dtype))
-                    tlx.async_descriptor_load(q_desc, q_bufs[c + 2 * qs], [q_row + c * HALF, q_col], q_full[c + 2 * qs])
+                        tlx.barrier_wait(q_empty[slot], qp ^ 1)          # consumer c stored its tile k - Q_BUFS
+                    tlx.barrier_expect_bytes(q_full[slot], ROWS * D * tlx.size_of(dtype))
+                    tlx.async_descriptor_load(q_desc, q_bufs[slot], [q_row + c * ROWS, q_col], q_full[slot])
                 for j in range(lo, hi):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
                     tlx.barrier_wait(kv_empty[s], p ^ 1)
@@ -447,10 +457,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(dtype))
                     tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
                 cnt += hi - lo
-        with tlx.async_task(num_warps=4, registers=240, replicate=2):    # consumers
-            cid = tlx.async_task_replica_id()
-            if PINGPONG:
-                if cid == 1:
+        with tlx.async_task(num_warps=4, registers=240 if CONSUMERS == 2 else 160, replicate=CONSUMERS):
+            cid = tlx.async_task_replica_id()                            # consumers (3 x 160 registers + the
+            if PINGPONG:                                                 # producer's 32 fill the register file)
+                if cid == CONSUMERS - 1:
                     tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
             cnt = 0
             for k in range(n_tiles):
@@ -459,36 +469,34 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
                 qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
-                q_slot = cid + 2 * qs
+                q_slot = cid + CONSUMERS * qs
                 tlx.barrier_wait(q_full[q_slot], qp)
-                r0 = m0 + cid * HALF
+                r0 = m0 + cid * ROWS
                 m_i, l_i, acc = consume_blocks(q_bufs[q_slot], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, cnt, r0,
-                                               b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, HALF, D, BN, STAGES,
+                                               b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, ROWS, D, BN, STAGES,
                                                PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
                                                ACTIVATION, PIPELINE)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
                     out = acc
-                store_output(out.to(dtype), o_desc, o_ptr, q_bufs[q_slot], q_row + cid * HALF, q_col, q_len - r0,
-                             O_STRIDE, HALF, D, VARLEN)
+                store_output(out.to(dtype), o_desc, o_ptr, q_bufs[q_slot], q_row + cid * ROWS, q_col, q_len - r0,
+                             O_STRIDE, ROWS, D, VARLEN)
                 if PERSISTENT:
                     tlx.barrier_arrive(q_empty[q_slot])                  # the store has read Q's buffer
                 if ACTIVATION == "softmax":
-                    rows = r0 + tl.arange(0, HALF)
+                    rows = r0 + tl.arange(0, ROWS)
                     lse = (m_i + tl.log2(l_i)) / LOG2E
                     lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
-                    if VARLEN:
-                        tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
-                    else:
-                        tl.store(lse_ptr + lse_row + rows, lse)
+                    tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
                 cnt += hi - lo
 
 
 @dataclass(frozen=True)
 class Config:
-    """BM query rows (two 64-row consumers) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the
-    consumers alternate at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
+    """BM query rows (BM // 64 consumer warp groups: 128 = two, 192 = three as in FlashAttention-3's
+    head-dim-64 kernel) x BN keys per block, a STAGES-deep K/V ring. PINGPONG: the consumers take turns
+    at the tensor cores. PIPELINE: FA3-style softmax/wgmma overlap inside each
     consumer (combines with PINGPONG as in FA3; STAGES=3 lets the producer run a block ahead).
     `default_config` picks per head dim from measurements."""
     BM: int = 128
@@ -501,6 +509,8 @@ class Config:
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
 
     def __post_init__(self):
+        if self.BM not in (128, 192):
+            raise ConfigRejected(f"attention.Config: BM must be 128 (two consumers) or 192 (three), got {self.BM}")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
@@ -532,7 +542,7 @@ def q_buffers(cfg: Config, D: int, itemsize: int, masked_edges: bool) -> int:
     12.8 set a Q descriptor only before the unmasked loop, and a tile whose unmasked loop was empty
     (causal diagonal) read the previous tile's Q: wrong results on the H200 (docs/design.md)."""
     kv = 2 * cfg.STAGES * cfg.BN * D * itemsize
-    q = cfg.BM * D * itemsize                      # one buffer per consumer, HALF rows each
+    q = cfg.BM * D * itemsize                      # one buffer per consumer, ROWS rows each
     return 2 if cfg.PERSISTENT and not masked_edges and kv + 2 * q <= SHARED_LIMIT else 1
 
 
@@ -647,9 +657,9 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> 
             raise _error(f"key length {Sk} must equal query length {S} (use layout='bshd' or 'thd' for other "
                          "lengths)")
         cfg = default_config(D, S)
-        if S % cfg.BM or S % cfg.BN:
-            raise _error(f"sequence length must be a multiple of {max(cfg.BM, cfg.BN)}, got {S} (use layout='bshd' "
-                         "or 'thd' for other lengths)")
+        if S % CONSUMER_ROWS or S % cfg.BN:
+            raise _error(f"sequence length must be a multiple of {max(CONSUMER_ROWS, cfg.BN)}, got {S} (use "
+                         "layout='bshd' or 'thd' for other lengths)")
     return Shape(B, H, Hk, S, Sk, D, layout == "thd")
 
 
@@ -696,9 +706,16 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
         features.mask_mod is None and features.activation == "softmax"
     cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, plain)
     (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
-    half, D = cfg.BM // 2, shape.D
-    descs = [tlx.TensorDescriptor.from_tensor(q2, [half, D]), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
-             tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, [half, D])]
+    D = shape.D
+    if cfg.BM == 192 and D > 64:
+        raise ConfigRejected(f"attention.Config: BM=192 (three consumers at 160 registers each) needs head dim 64, "
+                             f"got {D}")
+    if not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
+        raise ConfigRejected(f"attention.Config: fixed lengths must be multiples of {CONSUMER_ROWS} (queries) and "
+                             f"BN={cfg.BN} (keys), got {shape.S_q}/{shape.S_k}")
+    box = [CONSUMER_ROWS, D]                               # Q and O move one consumer's rows per TMA box
+    descs = [tlx.TensorDescriptor.from_tensor(q2, box), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
+             tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, box)]
     left, right = features.bounds()
     cu_q, cu_k = (cu_seqlens_q, cu_seqlens_k) if shape.varlen else (o, o)
     if cfg.PERSISTENT and shape.varlen:
@@ -717,7 +734,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
                 ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
-                PERSISTENT=cfg.PERSISTENT,
+                PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size(), masked_edges=left is not None or right is not None
                                  or features.mask_mod is not None or shape.varlen))
     return args, grid, meta, cfg
@@ -777,7 +794,7 @@ _LAST_LAUNCH = LaunchCache()
 
 def _ragged(S: int, Sk: int, D: int) -> bool:
     cfg = default_config(D) if D in (64, 128, 256) else Config()
-    return S != Sk or S % cfg.BM != 0 or S % cfg.BN != 0
+    return S != Sk or S % CONSUMER_ROWS != 0 or S % cfg.BN != 0
 
 
 def _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options, **kw):
