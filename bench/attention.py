@@ -34,9 +34,10 @@ def pipeline_config(D: int) -> attention.Config:
 
 
 def plain_config(D: int, S: int, causal: bool) -> attention.Config:
-    """The op's block sizes without PIPELINE, PINGPONG or PERSISTENT: the kernel the others build on."""
+    """The op's block sizes (two consumers) without PIPELINE, PINGPONG or PERSISTENT: the kernel the
+    others build on."""
     cfg = attention.default_config(D, S, causal)
-    return dataclasses.replace(cfg, STAGES=2, PIPELINE=False, PINGPONG=False, PERSISTENT=False)
+    return dataclasses.replace(cfg, BM=128, STAGES=2, PIPELINE=False, PINGPONG=False, PERSISTENT=False)
 
 
 def pipelined(D: int, **kw):
@@ -52,7 +53,9 @@ VARIANTS = {
     "tlx_pipeline": lambda D, S, c: pipelined(D),
     "tlx_pipeline_pingpong": lambda D, S, c: pipelined(D, PINGPONG=True),
     "tlx_persistent": lambda D, S, c: dataclasses.replace(plain_config(D, S, c), PERSISTENT=True),
-    "tlx_persistent_pipeline": lambda D, S, c: pipelined(D, PERSISTENT=True),
+    "tlx_persistent_pipeline_pingpong": lambda D, S, c: pipelined(D, STAGES=2, PINGPONG=True, PERSISTENT=True),
+    "tlx_three_consumers": lambda D, S, c: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
+    if D == 64 else None,
 }
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
 #   bash bench/gpu_session.sh tests attention sweep gemm overhead placement
-# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR; SWEEP_ARGS passes options to attention_sweep.py; each part is killed after PART_TIMEOUT seconds
+# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR; SWEEP_ARGS and ATTENTION_ARGS pass options to
+# attention_sweep.py and attention.py; each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
 OUT=${OUT:-/tmp/tlx-out}
@@ -13,7 +14,8 @@ for part in "$@"; do
   case "$part" in
     tests)     timeout "${PART_TIMEOUT:-450}" python3 -u -m pytest tests/gpu -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
                  > "$OUT/gpu_tests.log" 2>&1 ;;
-    attention) timeout "${PART_TIMEOUT:-300}" python3 -u bench/attention.py --out "$OUT/attention.json" > "$OUT/attention.log" 2>&1 ;;
+    attention) timeout "${PART_TIMEOUT:-300}" python3 -u bench/attention.py --out "$OUT/attention.json" ${ATTENTION_ARGS:-} \
+                 > "$OUT/attention.log" 2>&1 ;;
     gemm)      timeout "${PART_TIMEOUT:-360}" python3 -u bench/gemm.py --out "$OUT/gemm.json" > "$OUT/gemm.log" 2>&1 ;;
     sweep)     timeout "${PART_TIMEOUT:-300}" python3 -u bench/attention_sweep.py --out "$OUT/attention_sweep.json" ${SWEEP_ARGS:-} \
                  > "$OUT/attention_sweep.log" 2>&1 ;;

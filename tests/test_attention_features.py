@@ -392,26 +392,31 @@ def test_zero_scale_is_uniform_attention():
     check(out, lse, *reference(q, k, v, scale=1e-30))
 
 
-def test_persistent_double_buffers_q_only_without_masked_edges():
-    """Two Q buffers per consumer when persistent, unmasked and beside the K/V ring in shared memory;
-    one otherwise (with masked edge loops ptxas 12.8 miscompiled the two-buffer kernel)."""
+def test_persistent_double_buffers_q_where_shared_memory_allows():
+    """Two Q buffers per consumer when persistent and beside the K/V ring in shared memory; else one."""
     C = attention.Config
-    assert attention.q_buffers(C(BN=256, PERSISTENT=True), 64, 2, masked_edges=False) == 2
-    assert attention.q_buffers(C(PERSISTENT=True), 128, 2, masked_edges=False) == 2
-    assert attention.q_buffers(C(PERSISTENT=True), 64, 2, masked_edges=True) == 1           # causal, windows
-    assert attention.q_buffers(C(STAGES=3, PIPELINE=True, PERSISTENT=True), 128, 2, masked_edges=False) == 1
-    assert attention.q_buffers(C(BN=64, PERSISTENT=True), 256, 2, masked_edges=False) == 1
-    assert attention.q_buffers(C(), 64, 2, masked_edges=False) == 1                          # one tile per program
+    assert attention.q_buffers(C(BN=256, PERSISTENT=True), 64, 2) == 2
+    assert attention.q_buffers(C(PERSISTENT=True), 128, 2) == 2
+    assert attention.q_buffers(C(BM=192, STAGES=3, PIPELINE=True, PERSISTENT=True), 64, 2) == 2
+    assert attention.q_buffers(C(STAGES=3, PIPELINE=True, PERSISTENT=True), 128, 2) == 1
+    assert attention.q_buffers(C(BN=64, PERSISTENT=True), 256, 2) == 1
+    assert attention.q_buffers(C(), 64, 2) == 1                                              # one tile per program
 
 
-@pytest.mark.parametrize("D,cfg", [(64, attention.Config(BN=256, PERSISTENT=True)),
-                                   (128, attention.Config(PERSISTENT=True, PINGPONG=True))])
-def test_double_buffered_q_compiles_without_unset_descriptors(D, cfg):
-    """The two-Q-buffer builds the library launches: no HGMMA reads a descriptor register that some
-    path leaves unset (the ptxas hazard that broke the causal build)."""
-    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.bfloat16) for _ in range(3))
-    o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
-    args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg, attention.Features())
+@pytest.mark.parametrize("D,cfg,features", [
+    (64, attention.Config(BN=256, PERSISTENT=True), attention.Features()),
+    (128, attention.Config(PERSISTENT=True, PINGPONG=True), attention.Features()),
+    (64, attention.Config(PERSISTENT=True), attention.Features(causal=True)),
+    (128, attention.Config(PERSISTENT=True, PIPELINE=True, PINGPONG=True), attention.Features(causal=True)),
+    (64, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=True),
+     attention.Features(window=(300, 100)))], ids=["d64", "d128", "d64-causal", "d128-causal-pipeline", "d64-b192-window"])
+def test_double_buffered_q_compiles_without_unset_descriptors(D, cfg, features):
+    """The two-Q-buffer builds, masked edges included: no HGMMA reads a descriptor register that some
+    path leaves unset (the ptxas hazard that broke the causal build before the edge loops indexed Q
+    through the opaque zero)."""
+    q, k, v = (torch.randn(1, 2, 768, D, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 2, 768)
+    args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg, features)
     assert meta["Q_BUFS"] == 2
     s = tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4, **meta).stats
     assert s["wgmma_desc_unset"] == 0 and s["spills"] == 0 and not s["wgmma_serialized"]

@@ -312,15 +312,20 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 
 
 @tlx.jit
-def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len, sm_scale, softcap,
-                   win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr, BN: tl.constexpr,
-                   STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+def consume_blocks(q_bufs, q_slot, opaque_zero, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len,
+                   sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr,
+                   D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                    SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
                    ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
-    wgmma (pipelined_blocks)."""
+    wgmma (pipelined_blocks).
+    Q is q_bufs[q_slot]; each edge loop indexes it with `opaque_zero` added (a kernel argument that is
+    0 at run time, or a literal 0 with one Q buffer), so no compiler can prove the loops read the same
+    buffer. With two Q buffers (a runtime slot) ptxas 12.8 otherwise set Q's wgmma descriptor in one
+    loop's preheader and read it in the next: a zero-trip first loop left the previous tile's Q
+    (wrong causal results on the H200; `wgmma_desc_unset` in the compile report finds it)."""
     if ACTIVATION == "softmax":                                      # running row max and sum
         m_i = tl.full((ROWS,), float("-inf"), tl.float32)
         l_i = tl.zeros((ROWS,), tl.float32)
@@ -330,9 +335,11 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, 
     acc = tl.zeros((ROWS, D), tl.float32)
     ring_lo = lo - c0                                                # block j sits at ring count j - ring_lo
     a, z = unmasked_range(r0, lo, hi, kv_len, win_l, win_r, ROWS, BN, BOUND_L, BOUND_R, MASK_MOD)
+    q_buf = q_bufs[q_slot]
     if BOUND_L or MASK_MOD is not None:
+        q_left = q_bufs[q_slot + opaque_zero]
         for j in range(lo, a):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
@@ -346,8 +353,9 @@ def consume_blocks(q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, 
                                             False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
                                             ACTIVATION)
     if BOUND_R or VARLEN or MASK_MOD is not None:
+        q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
@@ -408,7 +416,7 @@ def tile_rows(m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW
 @tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
-                         NUM_TILES, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                         NUM_TILES, OPAQUE_ZERO, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                          PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
@@ -472,8 +480,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 q_slot = cid + CONSUMERS * qs
                 tlx.barrier_wait(q_full[q_slot], qp)
                 r0 = m0 + cid * ROWS
-                m_i, l_i, acc = consume_blocks(q_bufs[q_slot], k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, cnt, r0,
-                                               b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, ROWS, D, BN, STAGES,
+                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, OPAQUE_ZERO if Q_BUFS > 1 else 0, k_bufs, v_bufs, k_full,
+                                               v_full, kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
+                                               win_r, cid, CONSUMERS, ROWS, D, BN, STAGES,
                                                PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
                                                ACTIVATION, PIPELINE)
                 if ACTIVATION == "softmax":
@@ -517,33 +526,37 @@ class Config:
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
     """The fastest configuration the H200 measured (bench/results/2026-12-03/attention-run5/6/7.log,
-    attention_sweep-run2.log). D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain
+    attention_sweep-run2/3.log). D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain
     kernel at every length, 2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG
-    (+0.3-4% in run 6, +1.5% in the sweep; causal ran 0-2% slower with it). D=64: 256-key blocks
-    when the fixed length S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key
-    diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
-    (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower); persistent for
-    plain fixed lengths (non-causal 1.01-1.06x cuDNN with two Q buffers in run 6, causal +2-10%
-    over the grid at S <= 8192 in run 5). D=256: 64-key blocks (shared memory); PIPELINE ran 20%
-    slower there (two 64-key stages are all that fit)."""
+    (+0.3-4% in run 6, +1.5% in the sweep; causal ran 0-2% slower with it). D=64 from 8192 keys
+    (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking turns, PIPELINE, three stages
+    (sweep run 3: 1.06-1.12x cuDNN, 3-10% over the two-consumer kernels; at 1024-4096 keys it ran
+    1-35% slower, most with causal). Shorter D=64: 256-key blocks when the fixed length S is a
+    multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key diagonal block wastes more than
+    longer blocks gain) and with windows, softcap or user mods (`plain` False: their masked or
+    transformed 256-wide tiles ran 10-35% slower); persistent for plain fixed lengths (non-causal
+    1.01-1.06x cuDNN with two Q buffers in run 6, causal +2-10% over the grid at S <= 8192 in run 5).
+    D=256: 64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all
+    that fit)."""
     if D > 128:
         return Config(BN=64)
     if D == 128:
         return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
     fixed = S is not None                                  # persistence needs fixed lengths
+    if plain and fixed and S >= 8192:
+        return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed)
 
 
-def q_buffers(cfg: Config, D: int, itemsize: int, masked_edges: bool) -> int:
-    """Q buffers per consumer: two when persistent, beside the K/V ring in shared memory, and without
-    masked edge loops (the next tile's Q then loads during this one: D=64 non-causal S=1024 ran 1.03x
-    cuDNN with two, 0.94x with one, attention-run6/7), else one. Masked edges: with two buffers ptxas
-    12.8 set a Q descriptor only before the unmasked loop, and a tile whose unmasked loop was empty
-    (causal diagonal) read the previous tile's Q: wrong results on the H200 (docs/design.md)."""
+def q_buffers(cfg: Config, D: int, itemsize: int) -> int:
+    """Q buffers per consumer: two when persistent and beside the K/V ring in shared memory (the next
+    tile's Q then loads during this one: D=64 non-causal S=1024 ran 1.03x cuDNN with two, 0.94x with
+    one, attention-run6/7), else one. Masked tiles (causal, windows) take two since the edge loops
+    index Q through the kernel's opaque zero (consume_blocks)."""
     kv = 2 * cfg.STAGES * cfg.BN * D * itemsize
     q = cfg.BM * D * itemsize                      # one buffer per consumer, ROWS rows each
-    return 2 if cfg.PERSISTENT and not masked_edges and kv + 2 * q <= SHARED_LIMIT else 1
+    return 2 if cfg.PERSISTENT and kv + 2 * q <= SHARED_LIMIT else 1
 
 
 LAYOUTS = ("bhsd", "bshd", "thd")
@@ -725,7 +738,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     num_m = triton.cdiv(rows, cfg.BM)
     num_tiles = num_m * shape.B * shape.H
     args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
-            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles)
+            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles, 0)
     if cfg.PERSISTENT:
         grid = (min(num_tiles, cfg.PROGRAMS or num_sms(q.device)),)
     else:
@@ -735,8 +748,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
                 ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
-                Q_BUFS=q_buffers(cfg, D, q.element_size(), masked_edges=left is not None or right is not None
-                                 or features.mask_mod is not None or shape.varlen))
+                Q_BUFS=q_buffers(cfg, D, q.element_size()))
     return args, grid, meta, cfg
 
 
