@@ -53,6 +53,8 @@ VARIANTS = {
     "tlx_pipeline": lambda D, S, c: pipelined(D),
     "tlx_pipeline_pingpong": lambda D, S, c: pipelined(D, PINGPONG=True),
     "tlx_persistent": lambda D, S, c: dataclasses.replace(plain_config(D, S, c), PERSISTENT=True),
+    "tlx_persistent_pingpong": lambda D, S, c: dataclasses.replace(plain_config(D, S, c), PERSISTENT=True,
+                                                                    PINGPONG=True),
     "tlx_persistent_pipeline_pingpong": lambda D, S, c: pipelined(D, STAGES=2, PINGPONG=True, PERSISTENT=True),
     "tlx_three_consumers": lambda D, S, c: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     if D == 64 else None,

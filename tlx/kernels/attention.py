@@ -525,22 +525,27 @@ class Config:
 
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
-    """The fastest configuration the H200 measured (bench/results/2026-12-03/attention-run5/6/7.log,
-    attention_sweep-run2/3.log). D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain
-    kernel at every length, 2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG
-    (+0.3-4% in run 6, +1.5% in the sweep; causal ran 0-2% slower with it). D=64 from 8192 keys
-    (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking turns, PIPELINE, three stages
-    (sweep run 3: 1.06-1.12x cuDNN, 3-10% over the two-consumer kernels; at 1024-4096 keys it ran
-    1-35% slower, most with causal). Shorter D=64: 256-key blocks when the fixed length S is a
-    multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key diagonal block wastes more than
-    longer blocks gain) and with windows, softcap or user mods (`plain` False: their masked or
-    transformed 256-wide tiles ran 10-35% slower); persistent for plain fixed lengths (non-causal
-    1.01-1.06x cuDNN with two Q buffers in run 6, causal +2-10% over the grid at S <= 8192 in run 5).
-    D=256: 64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all
-    that fit)."""
+    """The fastest configuration the H200 measured (bench/results/2026-12-03/: attention-run5..8,
+    attention_sweep-run2/3).
+    - D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain kernel at every length and
+      2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG (+0.3-4%, run 6). Plain
+      causal up to 2048 keys runs persistent instead: two Q buffers let the next tile's Q load early
+      (0.99x cuDNN at 1024 keys against 0.87x pipelined, equal at 2048; run 8).
+    - D=64 from 8192 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking turns,
+      PIPELINE, three stages (1.07-1.12x cuDNN in run 8, 3-13% over the two-consumer kernels; at
+      1024-4096 keys it ran 1-40% slower, most with causal).
+    - Shorter D=64: persistent for plain fixed lengths (non-causal 1.00-1.03x cuDNN, causal
+      0.90-1.00x with two Q buffers in run 8 against 0.75-0.82x with one in run 7), with 256-key
+      blocks when S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key diagonal
+      block wastes more than longer blocks gain) and with windows, softcap or user mods (`plain`
+      False: their masked or transformed 256-wide tiles ran 10-35% slower).
+    - D=256: 64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all
+      that fit)."""
     if D > 128:
         return Config(BN=64)
     if D == 128:
+        if causal and plain and S is not None and S <= 2048:
+            return Config(PERSISTENT=True)                 # short causal tiles: the next Q loads early
         return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
     fixed = S is not None                                  # persistence needs fixed lengths
     if plain and fixed and S >= 8192:
