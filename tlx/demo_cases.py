@@ -61,7 +61,7 @@ def _gemm(cfg, M=256, N=256, K=256, programs=None):
         from tlx.kernels import gemm
         a = torch.randn(M, K, device=device, dtype=torch.float16)
         b = torch.randn(K, N, device=device, dtype=torch.float16)
-        c = torch.empty(M, N, device=device, dtype=torch.float16)
+        c = torch.full((M, N), float("nan"), device=device, dtype=torch.float16)   # poisoned
         args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=programs)
         return args, grid, meta, c, a.double() @ b.double()
     return make
@@ -73,7 +73,7 @@ def _attention(cfg, D=64, causal=False, B=1, H=2, S=256):
 
         from tlx.kernels import attention
         q, k, v = (torch.randn(B, H, S, D, device=device, dtype=torch.float16) for _ in range(3))
-        o = torch.empty_like(q)
+        o = torch.full_like(q, float("nan"))                  # poisoned: rows left unwritten show
         lse = torch.empty(B, H, S, device=device)
         args, grid, meta, _ = attention.launch_args(q, k, v, o, lse, 1 / math.sqrt(D), "bhsd", cfg,
                                                     attention.Features(causal=causal))
@@ -98,4 +98,6 @@ def cases() -> list[Case]:
             Case("attention pipelined D=128", attention.attention_fwd_kernel,
                  _attention(attention.Config(STAGES=3, PIPELINE=True), D=128)),
             Case("attention persistent D=64", attention.attention_fwd_kernel,
-                 _attention(attention.Config(PERSISTENT=True, PROGRAMS=2), D=64, causal=True))]
+                 _attention(attention.Config(PERSISTENT=True, PROGRAMS=2), D=64, causal=True)),
+            Case("attention 3 consumers D=64", attention.attention_fwd_kernel,
+                 _attention(attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True), D=64))]
