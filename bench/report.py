@@ -8,14 +8,17 @@ import sys
 
 def gemm_table(data) -> str:
     m = data["meta"]
+    retimed = any("confirm_best_ratio" in r for r in data["rows"])   # bench/gemm.py re-times since 2026-12-03 run 5
+    extra = " re-timed default ratio | re-timed best ratio |" if retimed else ""
     out = [f"{m['gpu']}, torch {m['torch']}, triton {m['triton']}, {m['date']}.", "",
            "| dtype | M x N x K | cuBLAS TFLOPS | tlx default TFLOPS | default ratio | default graph ratio | "
-           "best ratio | best tlx kernel |",
-           "|---|---|---|---|---|---|---|---|"]
+           "best ratio | best tlx kernel |" + extra,
+           "|---|---|---|---|---|---|---|---|" + ("---|---|" if retimed else "")]
     for r in data["rows"]:
+        cells = f" {r.get('confirm_default_ratio', 0):.2f} | {r.get('confirm_best_ratio', 0):.2f} |" if retimed else ""
         out.append(f"| {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['cublas_tflops']:.0f} | "
                    f"{r.get('default', {}).get('tflops', 0):.0f} | {r.get('default_ratio', 0):.2f} | "
-                   f"{r.get('default_graph_ratio', 0):.2f} | {r.get('ratio', 0):.2f} | {r.get('best', '-')} |")
+                   f"{r.get('default_graph_ratio', 0):.2f} | {r.get('ratio', 0):.2f} | {r.get('best', '-')} |" + cells)
     out += ["", "Geometric means: " + ", ".join(f"{k.replace('geomean_', '')} {v:.3f}" for k, v in m.items()
                                                 if k.startswith("geomean"))]
     return "\n".join(out)
