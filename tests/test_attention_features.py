@@ -373,6 +373,19 @@ def test_pipeline_config_needs_two_stages():
         attention.Config(STAGES=1, PIPELINE=True)
 
 
+def test_three_consumer_tile_limits():
+    """BM is 128 or 192; 192 (three consumers at 160 registers) needs D=64; an explicit BN must divide
+    a fixed length, even where the default's blocks would."""
+    with pytest.raises(tlx.ConfigRejected, match=r"BM must be 128 \(two consumers\) or 192 \(three\), got 256"):
+        attention.Config(BM=256)
+    q = randn(1, 2, 256, 128)
+    with pytest.raises(tlx.ConfigRejected, match=r"BM=192 .* needs head dim 64, got 128"):
+        attention.attention(q, q, q, backend="sim", config=attention.Config(BM=192))
+    q = randn(1, 2, 384, 64)
+    with pytest.raises(tlx.ConfigRejected, match=r"multiples of 64 \(queries\) and BN=256 \(keys\), got 384/384"):
+        attention.attention(q, q, q, backend="sim", config=attention.Config(BN=256))
+
+
 @pytest.mark.parametrize("S,Sk,causal", [(200, 200, True), (136, 264, False)])
 def test_bshd_any_length(S, Sk, causal):
     """[B, S, H, D] with lengths that are not block multiples (or differ) runs as packed sequences."""

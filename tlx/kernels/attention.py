@@ -1,17 +1,18 @@
 """Attention forward on Hopper in the TLX surface (FlashAttention-3 structure).
 
-One program computes a BM=128-row block of queries of one (batch, head). The default task is the
-TMA producer: it loads the two 64-row halves of Q once, then streams K and V blocks through a
-STAGES-deep ring (K and V on separate barriers, so QK^T can start before V lands). Two consumer
-warp groups (one task replicated twice) each own 64 query rows: S = Q K^T by wgmma from shared
-memory, online softmax in registers (exp2, scale folded into log2 domain), O += P V with P fed to
-wgmma from registers. Both consumers release a K/V stage (arrive_count=2). The output goes back
+One program computes a BM-row block of queries of one (batch, head): BM=128 (two consumer warp
+groups) or BM=192 (three, FlashAttention-3's head-dim-64 tile). The default task is the TMA
+producer: it loads Q once as one 64-row box per consumer, then streams K and V blocks through a
+STAGES-deep ring (K and V on separate barriers, so QK^T can start before V lands). The consumers
+(one task replicated BM // 64 times) each own 64 query rows: S = Q K^T by wgmma from shared memory,
+online softmax in registers (exp2, scale folded into log2 domain), O += P V with P fed to wgmma from
+registers. Every consumer releases a K/V stage (arrive_count = consumers). The output goes back
 through Q's shared buffer (Q is dead by then) with a TMA store; LSE (natural log) per row.
 
 Features, each behind a constexpr switch so the plain path compiles to the same loop as before:
 - masks: causal is the window (left, 0); a window (left, right) lets query i attend keys
   i-left <= j <= i+right. The program's K/V block range [lo, hi) is computed before the task
-  region, so the producer and both consumers agree on the count; each consumer splits it into
+  region, so the producer and every consumer agree on the count; each consumer splits it into
   masked boundary blocks [lo, a) and [z, hi) and unmasked blocks [a, z).
 - softcap (cap * tanh(s / cap), tanh.approx on the MUFU unit), user `score_mod` / `mask_mod` (@tlx.jit
   functions passed as constexprs, called on the [64, BN] tile with broadcastable index tensors).
@@ -21,8 +22,8 @@ Features, each behind a constexpr switch so the plain path compiles to the same 
 - ACTIVATION "gelu" / "silu": O = act(scale * Q K^T) V, no normalization and no LSE.
 
 Tensors are addressed as 2-D row-major views: layout "bhsd" views [B*H*S, D]; "bshd" views
-[B*S, H*D] (head h at column h*D); "thd" views [total, H*D]. "bhsd" needs S a multiple of the
-block sizes (checked); "bshd" of any lengths (keys may differ from queries) runs as packed "thd"
+[B*S, H*D] (head h at column h*D); "thd" views [total, H*D]. "bhsd" needs S a multiple of 64 and
+of BN (checked; a BM=192 tile may reach past S: its consumers there store nothing); "bshd" of any lengths (keys may differ from queries) runs as packed "thd"
 sequences over the same memory.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ CONSUMER_ROWS = 64          # query rows per consumer warp group (one m64 wgmma)
 def kv_block_range(m0, kv_len, win_l, win_r, BM: tl.constexpr, BN: tl.constexpr, BOUND_L: tl.constexpr,
                    BOUND_R: tl.constexpr):
     """[lo, hi): the K/V blocks any of the tile's BM query rows may attend. Computed once, before the
-    task region, so the producer and both consumers iterate the same blocks."""
+    task region, so the producer and every consumer iterate the same blocks."""
     lo = 0
     hi = kv_len
     if BOUND_L:
@@ -158,8 +159,8 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
     (tlx's code generator), a runtime `if` does not yet. Softmax math is inline: Gluon cannot outline a
     helper that takes not-yet-inferred layouts in a loop body.
     PINGPONG: each issue of a block's wgmmas (Q K^T of block a; Q K^T j with P V j-1) is one turn at the
-    tensor cores (named barriers 8 and 9), one per block like attention_block's, so both consumers
-    take the same number of turns."""
+    tensor cores (wait_turn / pass_turn), one per block like attention_block's, so every consumer
+    takes the same number of turns."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -220,8 +221,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
                     ACTIVATION: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
-    online softmax or activation, O += P V; releases the stage. PINGPONG: the two consumers take turns
-    at the tensor cores (named barriers 8 and 9), so one group's softmax overlaps the other's wgmma."""
+    online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns at
+    the tensor cores (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
@@ -405,7 +406,7 @@ def tile_rows(m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW
               KV_COL_H, BM: tl.constexpr, BN: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
               VARLEN: tl.constexpr):
     """Where a tile's operands live: (q start, q length, kv length, q row, q col, kv row, kv col, first
-    and end K/V block). The producer and both consumers compute the same values."""
+    and end K/V block). The producer and every consumer compute the same values."""
     hk = h // KV_GROUP
     q_start, q_len, k_start, kv_len = sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)
     lo, hi = kv_block_range(m0, kv_len, win_l, win_r, BM, BN, BOUND_L, BOUND_R)
