@@ -23,6 +23,9 @@ CANDIDATES = {
          # short causal (0.90x cuDNN at 1024 keys, attention-run8): smaller diagonal blocks, turns
          "persistent_bn128": C(PERSISTENT=True), "persistent_bn64": C(BN=64, PERSISTENT=True),
          "persistent_pingpong": C(PERSISTENT=True, PINGPONG=True),
+         # output through its own buffer: the store runs on under the next tile (not yet timed)
+         "persistent_obuf": C(PERSISTENT=True, O_BUFFER=True), "persistent_bn256_obuf": C(BN=256, PERSISTENT=True,
+                                                                                       O_BUFFER=True),
          # three consumers (FlashAttention-3's head-dim-64 tile: 192 x 128, round-robin turns)
          "b192": C(BM=192), "b192_pingpong": C(BM=192, PINGPONG=True), "b192_pipeline": C(BM=192, PIPELINE=True),
          "b192_pipeline_pingpong": C(BM=192, PIPELINE=True, PINGPONG=True),
@@ -33,6 +36,8 @@ CANDIDATES = {
           "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
           "persistent_bn64": C(BN=64, PERSISTENT=True), "persistent_pingpong": C(PERSISTENT=True, PINGPONG=True),
+          "persistent_obuf": C(PERSISTENT=True, O_BUFFER=True), "pipeline_s2_obuf": C(STAGES=2, PIPELINE=True,
+                                                                                     O_BUFFER=True),
           "persistent_pipeline": C(STAGES=3, PIPELINE=True, PERSISTENT=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True)},

@@ -422,7 +422,9 @@ def test_persistent_double_buffers_q_where_shared_memory_allows():
     (64, attention.Config(PERSISTENT=True), attention.Features(causal=True)),
     (128, attention.Config(PERSISTENT=True, PIPELINE=True, PINGPONG=True), attention.Features(causal=True)),
     (64, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=True),
-     attention.Features(window=(300, 100)))], ids=["d64", "d128", "d64-causal", "d128-causal-pipeline", "d64-b192-window"])
+     attention.Features(window=(300, 100))),
+    (128, attention.Config(PERSISTENT=True, PINGPONG=True, O_BUFFER=True), attention.Features(causal=True))],
+    ids=["d64", "d128", "d64-causal", "d128-causal-pipeline", "d64-b192-window", "d128-causal-obuffer"])
 def test_double_buffered_q_compiles_without_unset_descriptors(D, cfg, features):
     """The two-Q-buffer builds, masked edges included: no HGMMA reads a descriptor register that some
     path leaves unset (the ptxas hazard that broke the causal build before the edge loops indexed Q

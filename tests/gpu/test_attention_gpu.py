@@ -212,3 +212,25 @@ def test_three_consumers_gpu(S, causal, window, hkv, flags):
     assert not torch.isnan(out).any()
     assert rel_err(out, ref) <= 1e-2
     assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3
+
+
+@pytest.mark.parametrize("D,S,causal,cfg", [
+    (64, 1024, True, attention.Config(PERSISTENT=True, O_BUFFER=True)),
+    (128, 2048, False, attention.Config(PERSISTENT=True, PINGPONG=True, O_BUFFER=True)),
+    (128, 1024, True, attention.Config(STAGES=2, PIPELINE=True, O_BUFFER=True)),
+    (64, 1152, False, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, O_BUFFER=True))],
+    ids=["d64-persistent-causal", "d128-persistent-pingpong", "d128-pipeline-causal", "d64-b192"])
+def test_own_output_buffer_gpu(D, S, causal, cfg):
+    """O_BUFFER: output stores run in the background through their own shared buffer; poisoned output
+    and LSE against fp32."""
+    B, H = 4, 8
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    _, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    assert not torch.isnan(out).any() and rel_err(out, ref) <= 1e-2
+    scores = (q.float() @ k.float().transpose(-1, -2)) / D ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+    assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3

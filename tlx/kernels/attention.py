@@ -281,18 +281,23 @@ def store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, ROWS: tl.constexpr, D: t
 
 @tlx.jit
 def store_output(out, o_desc, o_ptr, buf, row, col, n_valid, O_STRIDE, ROWS: tl.constexpr, D: tl.constexpr,
-                 VARLEN: tl.constexpr):
-    """Output rows through Q's shared buffer (Q is dead). A tile cut by its sequence's end takes masked
-    pointer stores: a TMA box would overwrite the next sequence's rows. Fixed lengths are multiples of
-    ROWS, so a consumer's rows are all inside (TMA store) or all past the end (a BM=192 tile over
-    S=2^k: nothing to store)."""
+                 VARLEN: tl.constexpr, OWN_BUFFER: tl.constexpr):
+    """Output rows through shared memory: Q's buffer (Q is dead; the store is waited for, since the
+    producer refills the buffer next) or, OWN_BUFFER, the consumer's own output buffer (the store runs
+    on while the next tile computes; the wait comes before the buffer is written again). A tile cut by
+    its sequence's end takes masked pointer stores: a TMA box would overwrite the next sequence's
+    rows. Fixed lengths are multiples of ROWS, so a consumer's rows are all inside (TMA store) or all
+    past the end (a BM=192 tile over S=2^k: nothing to store)."""
+    if OWN_BUFFER:
+        tlx.async_descriptor_store_wait(0)              # the previous tile's store has read the buffer
     tlx.local_store(buf, out)
     tlx.fence_async_shared()
     if n_valid >= ROWS:
         tlx.async_descriptor_store(o_desc, buf, [row, col])
     elif VARLEN:
         store_rows(o_ptr, buf, row, col, n_valid, O_STRIDE, ROWS, D)
-    tlx.async_descriptor_store_wait(0)
+    if not OWN_BUFFER:
+        tlx.async_descriptor_store_wait(0)
 
 
 @tlx.jit
@@ -421,7 +426,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                         PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr):
+                         PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
+                         O_BUFFER: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -435,6 +441,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
             return
     dtype = tlx.dtype_of(q_desc)
     q_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS * Q_BUFS)   # slot c + CONSUMERS * (tile % Q_BUFS)
+    if O_BUFFER:
+        o_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS)
     k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     q_full = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
@@ -490,16 +498,24 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
                     out = acc
-                store_output(out.to(dtype), o_desc, o_ptr, q_bufs[q_slot], q_row + cid * ROWS, q_col, q_len - r0,
-                             O_STRIDE, ROWS, D, VARLEN)
-                if PERSISTENT:
-                    tlx.barrier_arrive(q_empty[q_slot])                  # the store has read Q's buffer
+                if O_BUFFER:
+                    if PERSISTENT:
+                        tlx.barrier_arrive(q_empty[q_slot])              # Q's last wgmma has retired
+                    store_output(out.to(dtype), o_desc, o_ptr, o_bufs[cid], q_row + cid * ROWS, q_col, q_len - r0,
+                                 O_STRIDE, ROWS, D, VARLEN, True)
+                else:
+                    store_output(out.to(dtype), o_desc, o_ptr, q_bufs[q_slot], q_row + cid * ROWS, q_col, q_len - r0,
+                                 O_STRIDE, ROWS, D, VARLEN, False)
+                    if PERSISTENT:
+                        tlx.barrier_arrive(q_empty[q_slot])              # the store has read Q's buffer
                 if ACTIVATION == "softmax":
                     rows = r0 + tl.arange(0, ROWS)
                     lse = (m_i + tl.log2(l_i)) / LOG2E
                     lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
                     tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
                 cnt += hi - lo
+            if O_BUFFER:
+                tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
 
 @dataclass(frozen=True)
@@ -517,6 +533,7 @@ class Config:
     num_warps: int = 4
     PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only)
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
+    O_BUFFER: bool = False        # output through its own shared buffer, not Q's (not yet timed on the GPU)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -556,13 +573,14 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
 
 
 def q_buffers(cfg: Config, D: int, itemsize: int) -> int:
-    """Q buffers per consumer: two when persistent and beside the K/V ring in shared memory (the next
-    tile's Q then loads during this one: D=64 non-causal S=1024 ran 1.03x cuDNN with two, 0.94x with
-    one, attention-run6/7), else one. Masked tiles (causal, windows) take two since the edge loops
-    index Q through the kernel's opaque zero (consume_blocks)."""
+    """Q buffers per consumer: two when persistent and beside the K/V ring (and the output buffers of
+    O_BUFFER) in shared memory (the next tile's Q then loads during this one: D=64 non-causal S=1024
+    ran 1.03x cuDNN with two, 0.94x with one, attention-run6/7), else one. Masked tiles (causal,
+    windows) take two since the edge loops index Q through the kernel's opaque zero (consume_blocks)."""
     kv = 2 * cfg.STAGES * cfg.BN * D * itemsize
     q = cfg.BM * D * itemsize                      # one buffer per consumer, ROWS rows each
-    return 2 if cfg.PERSISTENT and kv + 2 * q <= SHARED_LIMIT else 1
+    o = q if cfg.O_BUFFER else 0
+    return 2 if cfg.PERSISTENT and kv + 2 * q + o <= SHARED_LIMIT else 1
 
 
 LAYOUTS = ("bhsd", "bshd", "thd")
@@ -754,7 +772,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
                 ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
-                Q_BUFS=q_buffers(cfg, D, q.element_size()))
+                Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER)
     return args, grid, meta, cfg
 
 
