@@ -72,7 +72,8 @@ def main():
                     cfg = cands[name]
                     try:
                         fn = lambda: attention.attention(q, k, v, causal=causal, config=cfg)  # noqa: E731
-                        out = fn()
+                        out = attention.attention(q, k, v, causal=causal, config=cfg,
+                                                  out=torch.full_like(q, float("nan")))   # checked run: poisoned
                         torch.cuda.synchronize()
                         if ref is not None:
                             row[f"{name}_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
