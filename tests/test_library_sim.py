@@ -101,15 +101,18 @@ def test_persistent_gemms_walk_several_tiles_per_program(kernel):
     (False, None, attention.Config(BM=192, PINGPONG=True)),
     (True, None, attention.Config(BM=192, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2)),
     (False, (40, 10), attention.Config(BM=192, PIPELINE=True))], ids=["pingpong", "causal-persistent", "window"])
-def test_attention_three_consumers(causal, window, cfg):
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_attention_three_consumers(causal, window, cfg, layout):
     """BM=192: three consumer warp groups (round-robin turns with PINGPONG); S=256 leaves two of the
     second tile's consumers past the end, which must store nothing (the output is poisoned)."""
-    B, H, Hk, S, D = 1, 2, 1, 256, 64
+    B, H, Hk, S, D = 2, 2, 1, 256, 64
     q = torch.randn(B, H, S, D, dtype=torch.float16)
     k, v = (torch.randn(B, Hk, S, D, dtype=torch.float16) for _ in range(2))
-    out = torch.full_like(q, float("nan"))
-    _, lse = attention.attention(q, k, v, causal=causal, window=window, config=cfg, out=out, backend="sim",
-                                 return_lse=True)
+    to_layout = (lambda t: t.transpose(1, 2).contiguous()) if layout == "bshd" else (lambda t: t)
+    out = torch.full_like(to_layout(q), float("nan"))            # bshd: the last tile reads the next batch's rows
+    _, lse = attention.attention(to_layout(q), to_layout(k), to_layout(v), causal=causal, window=window, config=cfg,
+                                 out=out, backend="sim", return_lse=True, layout=layout)
+    out = out.transpose(1, 2) if layout == "bshd" else out
     kr, vr = k.double().repeat_interleave(H // Hk, 1), v.double().repeat_interleave(H // Hk, 1)
     scores = (q.double() @ kr.transpose(-1, -2)) / D ** 0.5
     i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]
