@@ -114,7 +114,7 @@ def main():
                   f"tlx {row.get('best_tflops', float('nan')):6.1f} ({row.get('best', 'none')})  "
                   f"best ratio {row.get('ratio', float('nan')):.3f}  default ratio {row.get('default_ratio', float('nan')):.3f}  "
                   f"default graph ratio {row.get('default_graph_ratio', float('nan')):.3f}  "
-                  f"table config explicit {row['cublas_ms'] / row.get('table_explicit', {}).get('ms', float('nan')):.3f}  "
+                  f"table config explicit {row['cublas_ms'] / row.get('table_explicit', {}).get('ms', math.nan):.3f}  "
                   f"re-timed: default {row.get('confirm_default_ratio', float('nan')):.3f} "
                   f"best {row.get('confirm_best_ratio', float('nan')):.3f}",
                   flush=True)

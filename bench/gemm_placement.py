@@ -38,7 +38,8 @@ def main(rounds: int = 9):
             for name in names[start:] + names[:start]:
                 times[name].append(do_bench(runs[name], return_mode="median"))
         cublas = statistics.median(times["cublas"])
-        cells = "  ".join(f"{name} {cublas / statistics.median(t):.3f} (spread {min(t) * 1e3:.0f}-{max(t) * 1e3:.0f} us)"
+        cells = "  ".join(f"{name} {cublas / statistics.median(t):.3f} "
+                          f"(spread {min(t) * 1e3:.0f}-{max(t) * 1e3:.0f} us)"
                           for name, t in times.items() if name != "cublas")
         print(f"{m}x{n}x{k} {cfg.name()}  ratio to cuBLAS by output:  {cells}", flush=True)
         del spacer

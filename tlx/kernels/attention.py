@@ -23,8 +23,8 @@ Features, each behind a constexpr switch so the plain path compiles to the same 
 
 Tensors are addressed as 2-D row-major views: layout "bhsd" views [B*H*S, D]; "bshd" views
 [B*S, H*D] (head h at column h*D); "thd" views [total, H*D]. "bhsd" needs S a multiple of 64 and
-of BN (checked; a BM=192 tile may reach past S: its consumers there store nothing); "bshd" of any lengths (keys may differ from queries) runs as packed "thd"
-sequences over the same memory.
+of BN (checked; a BM=192 tile may reach past S: its consumers there store nothing); "bshd" of any
+lengths (keys may differ from queries) runs as packed "thd" sequences over the same memory.
 """
 from __future__ import annotations
 
@@ -217,9 +217,9 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
 @tlx.jit
 def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
-                    STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
-                    SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
-                    ACTIVATION: tl.constexpr):
+                    STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
+                    BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
+                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns at
     the tensor cores (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma."""
@@ -320,9 +320,9 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 @tlx.jit
 def consume_blocks(q_bufs, q_slot, opaque_zero, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len,
                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr,
-                   D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
-                   SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr,
-                   ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
+                   D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
+                   BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
+                   MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
@@ -350,14 +350,15 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, k_bufs, v_bufs, k_full, v_full, 
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
     if PIPELINE:
-        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0,
-                                         b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD, PINGPONG)
+        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
+                                         r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
+                                         PINGPONG)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
-                                            False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
-                                            ACTIVATION)
+                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
+                                            STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
+                                            VARLEN, ACTIVATION)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi):
@@ -422,8 +423,8 @@ def tile_rows(m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW
 @tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
-                         NUM_TILES, OPAQUE_ZERO, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                         PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                         NUM_TILES, OPAQUE_ZERO, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
@@ -432,7 +433,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
     buffers, so the next tile's Q (and the producer's K/V, across the tile boundary) land while this
-    tile runs instead of after its output store (short tiles waited for it at every tile)."""
+    tile runs instead of after its output store (short tiles waited for it at every tile).
+    OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups;
+    O_BUFFER stages the output in its own shared buffers instead of Q's."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -489,11 +492,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 q_slot = cid + CONSUMERS * qs
                 tlx.barrier_wait(q_full[q_slot], qp)
                 r0 = m0 + cid * ROWS
-                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, OPAQUE_ZERO if Q_BUFS > 1 else 0, k_bufs, v_bufs, k_full,
-                                               v_full, kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
-                                               win_r, cid, CONSUMERS, ROWS, D, BN, STAGES,
-                                               PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN,
-                                               ACTIVATION, PIPELINE)
+                zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                  # one Q buffer: constant slots
+                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
+                                               cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS,
+                                               ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
+                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -762,7 +765,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     num_m = triton.cdiv(rows, cfg.BM)
     num_tiles = num_m * shape.B * shape.H
     args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
-            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles, 0)
+            left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles,
+            0)                                                  # OPAQUE_ZERO: a zero no compiler can see
     if cfg.PERSISTENT:
         grid = (min(num_tiles, cfg.PROGRAMS or num_sms(q.device)),)
     else:
