@@ -28,7 +28,9 @@ def main() -> None:
               "`TlxUnsupported`.", "",
               "## The `tl` subset lowered by the Gluon backend", "",
               "Any other `tl.<name>` raises `TlxUnsupported` naming it. Creation ops and pointer loads need no layout:",
-              "the lowering infers them (docs/design.md).", "",
+              "the lowering infers them (docs/design.md). `tl.inline_asm_elementwise` compiles any PTX; the",
+              "simulator runs the one-instruction fast-math forms listed in `tlx/sim/ptx.py` (`tanh.approx.f32 $0, $1;`,",
+              "`ex2.approx`, `rcp.approx`, ...) and refuses other asm by name.", "",
               ", ".join(f"`tl.{n}`" for n in supported), ""]
     with open("docs/ops.md", "w") as f:
         f.write("\n".join(lines))

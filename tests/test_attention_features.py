@@ -435,3 +435,28 @@ def test_double_buffered_q_compiles_without_unset_descriptors(D, cfg, features):
     assert meta["Q_BUFS"] == 2
     s = tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4, **meta).stats
     assert s["wgmma_desc_unset"] == 0 and s["spills"] == 0 and not s["wgmma_serialized"]
+
+
+def _pv_wait_overlap(cfg: attention.Config, D: int) -> int:
+    """MUFU.EX2 instructions between a consumer's first wait for Q K^T (one wgmma group left in
+    flight) and its next full wait (P V done): the exps that overlap the P V wgmma."""
+    from tlx.gluon import sass
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
+    args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg, attention.Features())
+    instrs, _ = sass.parse(sass.disassemble(tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4,
+                                                        **meta).asm["cubin"]))
+    ops = [i.text for i in instrs]
+    first = next(n for n, t in enumerate(ops) if t.startswith("WARPGROUP.DEPBAR") and t.endswith("0x1"))
+    full = next(n for n in range(first + 1, len(ops)) if ops[n].startswith("WARPGROUP.DEPBAR"))
+    return sum(t.startswith("MUFU.EX2") for t in ops[first:full])
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_pin_wait_keeps_the_softmax_before_the_pv_wait(D):
+    """PIPELINE's point is the softmax of block j running while P V of block j-1 is on the tensor
+    cores. ptxas 12.8 hoists the P V wait above the exps (it depends on nothing they compute);
+    PIN_WAIT's shared-memory store of the row sums keeps a thread's share of the 64 x 128 score tile
+    (64 exps, plus two for the rescale factors) before it."""
+    assert _pv_wait_overlap(attention.Config(STAGES=3, PIPELINE=True), D) < 8
+    assert _pv_wait_overlap(attention.Config(STAGES=3, PIPELINE=True, PIN_WAIT=True), D) >= 64

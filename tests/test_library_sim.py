@@ -139,3 +139,17 @@ def test_attention_own_output_buffer(D, causal, cfg):
     attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", sim_options=SimOptions(schedules=3))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
     assert rel_err(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("D,causal,cfg", [
+    (128, True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True)),
+    (64, False, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True))],
+    ids=["d128-causal", "d64-b192"])
+def test_attention_pinned_pv_wait(D, causal, cfg):
+    """PIN_WAIT: the pipelined loop stores its row sums to a scratch buffer before the P V wait (machine
+    code order only); the results are the pipelined kernel's."""
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim")
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    assert rel_err(out, ref) <= 1e-2

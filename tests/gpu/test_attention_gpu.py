@@ -234,3 +234,18 @@ def test_own_output_buffer_gpu(D, S, causal, cfg):
     if causal:
         scores = scores.masked_fill(torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
     assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-3
+
+
+@pytest.mark.parametrize("D,S,causal,cfg", [
+    (128, 2048, False, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True)),
+    (128, 1024, True, attention.Config(STAGES=3, PIPELINE=True, PIN_WAIT=True)),
+    (64, 1152, True, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True))],
+    ids=["d128", "d128-causal", "d64-b192-causal"])
+def test_pinned_pv_wait_gpu(D, S, causal, cfg):
+    """PIN_WAIT (the P V wait kept after the softmax in the machine code): poisoned output against fp32."""
+    q, k, v = (torch.randn(4, 8, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    attention.attention(q, k, v, causal=causal, config=cfg, out=out)
+    torch.cuda.synchronize()
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    assert not torch.isnan(out).any() and rel_err(out, ref) <= 1e-2

@@ -147,9 +147,9 @@ def pass_turn(cid: tl.constexpr, CONSUMERS: tl.constexpr, PINGPONG: tl.constexpr
 
 
 @tlx.jit
-def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
+def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
                      softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr):
+                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -160,7 +160,10 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
     helper that takes not-yet-inferred layouts in a loop body.
     PINGPONG: each issue of a block's wgmmas (Q K^T of block a; Q K^T j with P V j-1) is one turn at the
     tensor cores (wait_turn / pass_turn), one per block like attention_block's, so every consumer
-    takes the same number of turns."""
+    takes the same number of turns.
+    PIN_WAIT: nothing in the wait for P V j-1 depends on the softmax, and ptxas 12.8 scheduled it above
+    the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
+    the new row sums (to `pin`, never read) just before the wait keeps it after them."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -201,6 +204,8 @@ def pipelined_blocks(a, z, lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, 
                 prob = tl.exp2(qk - m_new[:, None])
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(prob, 1)
+            if PIN_WAIT:                                  # the row sums to shared memory: ptxas keeps the
+                tlx.local_store(pin, l_i)                 # wait below, after the exps (else it hoists it)
             acc = tlx.async_dot_wait(0, acc)              # P V of block j-1 done: its stage is free
             tlx.barrier_arrive(kv_empty[sp])
             m_i = m_new
@@ -318,11 +323,12 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 
 
 @tlx.jit
-def consume_blocks(q_bufs, q_slot, opaque_zero, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len,
+def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len,
                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr,
                    D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
-                   MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr):
+                   MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
+                   PIN_WAIT: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
@@ -350,9 +356,9 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, k_bufs, v_bufs, k_full, v_full, 
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION)
     if PIPELINE:
-        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
+        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
                                          r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
-                                         PINGPONG)
+                                         PINGPONG, PIN_WAIT)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
@@ -428,14 +434,14 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
-                         O_BUFFER: tl.constexpr):
+                         O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
     buffers, so the next tile's Q (and the producer's K/V, across the tile boundary) land while this
     tile runs instead of after its output store (short tiles waited for it at every tile).
     OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups;
-    O_BUFFER stages the output in its own shared buffers instead of Q's."""
+    O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT see Config."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -446,6 +452,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     q_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS * Q_BUFS)   # slot c + CONSUMERS * (tile % Q_BUFS)
     if O_BUFFER:
         o_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS)
+    if PIN_WAIT:
+        pins = tlx.local_alloc((ROWS,), tl.float32, CONSUMERS)    # written, never read (pipelined_blocks)
     k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     q_full = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
@@ -493,10 +501,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 tlx.barrier_wait(q_full[q_slot], qp)
                 r0 = m0 + cid * ROWS
                 zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                  # one Q buffer: constant slots
-                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
+                pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]          # (unused without PIN_WAIT)
+                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
                                                cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS,
                                                ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE)
+                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -537,6 +546,7 @@ class Config:
     PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only)
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
     O_BUFFER: bool = False        # output through its own shared buffer, not Q's (not yet timed on the GPU)
+    PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (not yet timed on the GPU)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -776,7 +786,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
                 ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
-                Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER)
+                Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
+                PIN_WAIT=cfg.PIN_WAIT and cfg.PIPELINE and features.activation == "softmax")
     return args, grid, meta, cfg
 
 
