@@ -226,14 +226,16 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                     VARLEN: tl.constexpr, ACTIVATION: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
-    online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns at
-    the tensor cores (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma."""
+    online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
+    issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
+    passes once the wgmma is issued, not when it completes (the SASS showed the tensor cores idle at
+    every hand-off when it passed after the wait)."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+    pass_turn(cid, CONSUMERS, PINGPONG)                  # once issued (as FA3): the next QK queues behind it
     qk = tlx.async_dot_wait(0, qk)
-    pass_turn(cid, CONSUMERS, PINGPONG)
     if ACTIVATION == "softmax" and not MASK and not SOFTCAP and SCORE_MOD is None:
         # plain scores (scale >= 0, checked on the host): the row max of the raw Q K^T scaled once per
         # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
