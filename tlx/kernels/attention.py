@@ -512,16 +512,13 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
                     out = acc
-                if O_BUFFER:
-                    if PERSISTENT:
-                        tlx.barrier_arrive(q_empty[q_slot])              # Q's last wgmma has retired
-                    store_output(out.to(dtype), o_desc, o_ptr, o_bufs[cid], q_row + cid * ROWS, q_col, q_len - r0,
-                                 O_STRIDE, ROWS, D, VARLEN, True)
-                else:
-                    store_output(out.to(dtype), o_desc, o_ptr, q_bufs[q_slot], q_row + cid * ROWS, q_col, q_len - r0,
-                                 O_STRIDE, ROWS, D, VARLEN, False)
-                    if PERSISTENT:
-                        tlx.barrier_arrive(q_empty[q_slot])              # the store has read Q's buffer
+                if PERSISTENT and O_BUFFER:
+                    tlx.barrier_arrive(q_empty[q_slot])                  # Q's last wgmma has retired
+                staging = o_bufs[cid] if O_BUFFER else q_bufs[q_slot]
+                store_output(out.to(dtype), o_desc, o_ptr, staging, q_row + cid * ROWS, q_col, q_len - r0, O_STRIDE,
+                             ROWS, D, VARLEN, O_BUFFER)
+                if PERSISTENT and not O_BUFFER:
+                    tlx.barrier_arrive(q_empty[q_slot])                  # the store has read Q's buffer
                 if ACTIVATION == "softmax":
                     rows = r0 + tl.arange(0, ROWS)
                     lse = (m_i + tl.log2(l_i)) / LOG2E
@@ -765,6 +762,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
         raise ConfigRejected(f"attention.Config: fixed lengths must be multiples of {CONSUMER_ROWS} (queries) and "
                              f"BN={cfg.BN} (keys), got {shape.S_q}/{shape.S_k}")
+    pipeline = cfg.PIPELINE and features.activation == "softmax"    # the overlap is the softmax's
     box = [CONSUMER_ROWS, D]                               # Q and O move one consumer's rows per TMA box
     descs = [tlx.TensorDescriptor.from_tensor(q2, box), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
              tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, box)]
@@ -786,10 +784,10 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     meta = dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, PINGPONG=cfg.PINGPONG, BOUND_L=left is not None,
                 BOUND_R=right is not None, SOFTCAP=features.softcap is not None,
                 SCORE_MOD=features.score_mod, MASK_MOD=features.mask_mod, VARLEN=shape.varlen,
-                ACTIVATION=features.activation, PIPELINE=cfg.PIPELINE and features.activation == "softmax",
+                ACTIVATION=features.activation, PIPELINE=pipeline,
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
-                PIN_WAIT=cfg.PIN_WAIT and cfg.PIPELINE and features.activation == "softmax")
+                PIN_WAIT=cfg.PIN_WAIT and pipeline)
     return args, grid, meta, cfg
 
 
