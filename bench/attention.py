@@ -18,6 +18,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
+from bench.order import rotated
 from tlx.kernels import attention
 
 
@@ -62,6 +63,7 @@ VARIANTS = {
                                                                     PINGPONG=True),
     "tlx_persistent_pipeline_pingpong": lambda D, S, c: pipelined(D, STAGES=2, PINGPONG=True, PERSISTENT=True),
     "tlx_pinned": lambda D, S, c: pinned(attention.default_config(D, S, c)),
+    "tlx_early_p": lambda D, S, c: dataclasses.replace(attention.default_config(D, S, c), P_EARLY=True),
     "tlx_three_consumers": lambda D, S, c: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     if D == 64 else None,
 }
@@ -175,9 +177,7 @@ def main():
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
                     if S <= 4096 else None
                 row = {"D": D, "S": S, "B": B, "H": H, "causal": causal}
-                names = list(impls)           # each row starts one implementation further along: the
-                start = len(rows) % len(names)  # first-timed one ran up to 10% fast (attention-run6)
-                for name in names[start:] + names[:start]:
+                for name in rotated(list(impls), first=len(rows)):
                     fn = impls[name]
                     poisoned = {"out": torch.full_like(q, float("nan"))} if name.startswith("tlx") else {}
                     try:

@@ -1,12 +1,14 @@
 """Which attention configuration is fastest per head dim: a few shapes, every candidate, cuDNN alongside.
 The table behind `attention.default_config`. Each row times cuDNN and the candidates in an order that
 starts one further along per row (the first-timed one ran up to 13% fast, attention-run6).
-    PYTHONPATH=. python3 bench/attention_sweep.py --out FILE [--dims 64] [--lengths 2048,8192]"""
+    PYTHONPATH=. python3 bench/attention_sweep.py --out FILE [--dims 64] [--lengths 2048,8192] [--only REGEX] [--rounds N]"""
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import re
+import statistics
 
 import torch
 import torch.nn.functional as F
@@ -14,6 +16,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
+from bench.order import rotated
 from tlx.kernels import attention
 
 C = attention.Config
@@ -32,7 +35,12 @@ CANDIDATES = {
          "b192_pipeline_pingpong_s3": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True),
          "b192_pipeline_pingpong_s3_pin": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True),
          "b192_persistent_pingpong": C(BM=192, PINGPONG=True, PERSISTENT=True),
-         "b192_persistent_pipeline_pingpong": C(BM=192, PIPELINE=True, PINGPONG=True, PERSISTENT=True)},
+         "b192_persistent_pipeline_pingpong": C(BM=192, PIPELINE=True, PINGPONG=True, PERSISTENT=True),
+         # P converted before the V wait (a shorter exp -> P V path in the SASS)
+         "persistent_bn256_early": C(BN=256, PERSISTENT=True, P_EARLY=True),
+         "persistent_bn128_early": C(PERSISTENT=True, P_EARLY=True),
+         "b192_pipeline_pingpong_s3_pin_early": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True,
+                                                  P_EARLY=True)},
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
           "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
@@ -42,10 +50,42 @@ CANDIDATES = {
           "pipeline_pingpong_pin": C(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True),
           "persistent_obuf": C(PERSISTENT=True, O_BUFFER=True), "pipeline_s2_obuf": C(STAGES=2, PIPELINE=True,
                                                                                      O_BUFFER=True),
-          "persistent_pipeline": C(STAGES=3, PIPELINE=True, PERSISTENT=True)},
+          "persistent_pipeline": C(STAGES=3, PIPELINE=True, PERSISTENT=True),
+          "persistent_early": C(PERSISTENT=True, P_EARLY=True),
+          "pipeline_pingpong_pin_early": C(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True),
+          "pipeline_pin_early": C(STAGES=3, PIPELINE=True, PIN_WAIT=True, P_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True)},
 }
+
+
+def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:
+    """cuDNN and every candidate on one shape: a checked run each (poisoned output, error against `ref`
+    where given), then `rounds` rotated rounds of timings (round r starts `first + r` along); the
+    median of each one's rounds is its TFLOP/s."""
+    B, H, S, D = q.shape
+    row, times = {}, {"cudnn": []}
+    for name, cfg in cands.items():
+        try:
+            out = attention.attention(q, k, v, causal=causal, config=cfg, out=torch.full_like(q, float("nan")))
+            torch.cuda.synchronize()
+            if ref is not None:
+                row[f"{name}_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
+            times[name] = []
+        except Exception as e:   # recorded, never hidden
+            row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
+    for name in rotated(list(times), rounds, first):
+        if name == "cudnn":
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+                times[name].append(do_bench(fn, return_mode="median"))
+        else:
+            cfg = cands[name]
+            times[name].append(do_bench(lambda: attention.attention(q, k, v, causal=causal, config=cfg),
+                                        return_mode="median"))
+    for name, ms in times.items():
+        row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal, statistics.median(ms))
+    return row
 
 
 def main():
@@ -53,44 +93,29 @@ def main():
     ap.add_argument("--out", default="bench/results/attention_sweep.json")
     ap.add_argument("--dims", default="64,128,256", help="head dims to sweep, comma-separated")
     ap.add_argument("--lengths", default="2048,8192", help="sequence lengths, comma-separated")
+    ap.add_argument("--only", default="", help="time only the candidates whose name matches this regex")
+    ap.add_argument("--rounds", type=int, default=1, help="rotated timing rounds per shape (median reported)")
     args = ap.parse_args()
     rows = []
     for D in map(int, args.dims.split(",")):
-        cands = CANDIDATES[D]
+        cands = {n: c for n, c in CANDIDATES[D].items() if re.search(args.only, n)}
+        if not cands:
+            raise SystemExit(f"--only {args.only!r} matches no D={D} candidate: {', '.join(CANDIDATES[D])}")
         for S in map(int, args.lengths.split(",")):
             for causal in (False, True):
                 B, H = 16384 // S, 2048 // D
                 q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
                     if S <= 2048 else None
-                row = {"D": D, "S": S, "causal": causal}
-                names = ["cudnn", *cands]
-                start = len(rows) % len(names)
-                for name in names[start:] + names[:start]:
-                    if name == "cudnn":
-                        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                            ms = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                                          return_mode="median")
-                        row["cudnn_tflops"] = attention.tflops(B, H, S, D, causal, ms)
-                        continue
-                    cfg = cands[name]
-                    try:
-                        fn = lambda: attention.attention(q, k, v, causal=causal, config=cfg)  # noqa: E731
-                        out = attention.attention(q, k, v, causal=causal, config=cfg,
-                                                  out=torch.full_like(q, float("nan")))   # checked run: poisoned
-                        torch.cuda.synchronize()
-                        if ref is not None:
-                            row[f"{name}_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
-                        row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal,
-                                                                 do_bench(fn, return_mode="median"))
-                    except Exception as e:   # recorded, never hidden
-                        row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
+                row = {"D": D, "S": S, "causal": causal, **time_row(q, k, v, causal, cands, ref, args.rounds,
+                                                                      len(rows))}
                 rows.append(row)
                 cells = "  ".join(f"{n} {row.get(n + '_tflops', 0):6.1f}" for n in cands)
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  cudnn {row['cudnn_tflops']:6.1f}  {cells}",
                       flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "date": datetime.date.today().isoformat(), "dtype": "bfloat16", "timer": "do_bench median"}
+            "date": datetime.date.today().isoformat(), "dtype": "bfloat16",
+            "timer": f"do_bench median, median of {args.rounds} rotated rounds"}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
 

@@ -14,6 +14,7 @@ import torch
 import triton
 from triton.testing import do_bench, do_bench_cudagraph
 
+from bench.order import rotated
 from tlx.kernels import gemm
 
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (4096, 4096, 512),
@@ -59,13 +60,10 @@ def bench_shape(shape, dtype, configs, rounds: int):
             runs["table_explicit"] = lambda table=table, c=c: gemm.matmul(a, b, table, out=c)
     eager = {name: [] for name in runs}
     graph = {name: [] for name in ("cublas", "default") if name in runs}
-    names = list(runs)
-    for r in range(rounds):      # each round starts one candidate further along: no fixed position
-        start = r * len(names) // rounds
-        for name in names[start:] + names[:start]:
-            eager[name].append(do_bench(runs[name], return_mode="median"))
-            if name in graph:
-                graph[name].append(do_bench_cudagraph(runs[name], return_mode="median"))
+    for name in rotated(list(runs), rounds, spread=True):
+        eager[name].append(do_bench(runs[name], return_mode="median"))
+        if name in graph:
+            graph[name].append(do_bench_cudagraph(runs[name], return_mode="median"))
     row["cublas_ms"], row["cublas_graph_ms"] = median(eager["cublas"]), median(graph["cublas"])
     row["cublas_tflops"] = tflops(shape, row["cublas_ms"])
     for name in runs:
@@ -90,10 +88,8 @@ def confirm_rounds(runs, best: str, rounds: int) -> dict:
     samples, so best and default compare on equal terms."""
     names = ["cublas", "default", best]
     times = {name: [] for name in names}
-    for r in range(rounds):
-        start = r % len(names)
-        for name in names[start:] + names[:start]:
-            times[name].append(do_bench(runs[name], return_mode="median"))
+    for name in rotated(names, rounds):
+        times[name].append(do_bench(runs[name], return_mode="median"))
     cublas = median(times["cublas"])
     return {"confirm_default_ratio": cublas / median(times["default"]),
             "confirm_best_ratio": cublas / median(times[best])}

@@ -9,6 +9,7 @@ import statistics
 import torch
 from triton.testing import do_bench
 
+from bench.order import rotated
 from tlx.kernels import gemm
 
 CASES = [((4096, 4096, 512), gemm.Config("pingpong", 128, 128, 64, 5)),
@@ -32,11 +33,8 @@ def main(rounds: int = 9):
             assert err <= 1e-2, f"{name}: relative error {err}"
             runs[name] = lambda c=c: gemm.matmul(a, b, cfg, out=c)
         times = {name: [] for name in runs}
-        names = list(runs)
-        for r in range(rounds):
-            start = r % len(names)
-            for name in names[start:] + names[:start]:
-                times[name].append(do_bench(runs[name], return_mode="median"))
+        for name in rotated(list(runs), rounds):
+            times[name].append(do_bench(runs[name], return_mode="median"))
         cublas = statistics.median(times["cublas"])
         cells = "  ".join(f"{name} {cublas / statistics.median(t):.3f} "
                           f"(spread {min(t) * 1e3:.0f}-{max(t) * 1e3:.0f} us)"

@@ -460,3 +460,25 @@ def test_pin_wait_keeps_the_softmax_before_the_pv_wait(D):
     (64 exps, plus two for the rescale factors) before it."""
     assert _pv_wait_overlap(attention.Config(STAGES=3, PIPELINE=True), D) < 8
     assert _pv_wait_overlap(attention.Config(STAGES=3, PIPELINE=True, PIN_WAIT=True), D) >= 64
+
+
+def _exp_to_pv_path(cfg: attention.Config, D: int) -> int:
+    """The longest stretch of SASS instructions from a consumer's last exp to the P V wgmma (the first
+    HGMMA with P, a register operand) after it: the tail of the Q K^T -> P V critical path."""
+    from tlx.gluon import sass
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
+    args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg, attention.Features())
+    instrs, _ = sass.parse(sass.disassemble(tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4,
+                                                        **meta).asm["cubin"]))
+    ops = [i.text for i in instrs]
+    pv = [n for n, t in enumerate(ops) if t.startswith("HGMMA") and "gdesc" not in t.split(",")[1]
+          and not ops[n - 1].startswith("HGMMA")]
+    return max(n - max(m for m in range(n) if ops[m].startswith("MUFU.EX2")) for n in pv)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_p_early_shortens_the_exp_to_pv_path(D):
+    """P_EARLY converts P to 16 bits before the V wait; ptxas otherwise leaves every conversion
+    between the last exp and the P V issue."""
+    assert _exp_to_pv_path(attention.Config(P_EARLY=True), D) < _exp_to_pv_path(attention.Config(), D)

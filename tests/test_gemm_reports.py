@@ -1,4 +1,6 @@
 """Compile reports of the library GEMMs: every variant has wgmma, TMA, setmaxnreg and no spills."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -112,3 +114,82 @@ def test_splitk_config_errors():
     with pytest.raises(tlx.ConfigRejected, match=r"split-K takes row-major operands"):
         gemm.matmul(a, torch.randn(256, 64, dtype=torch.float16), gemm.Config("pipelined", 128, 64, SPLIT_K=2),
                     backend="sim")
+
+
+def _consumer_sass(cfg: gemm.Config) -> list[str]:
+    a, b = _operands(False, True, torch.float16)
+    c = torch.empty(a.shape[0], b.shape[1], dtype=torch.float16)
+    args, _, meta = gemm.launch_args(a, b, c, cfg)
+    from tlx.gluon import sass
+    instrs, _ = sass.parse(sass.disassemble(tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps,
+                                                        **meta).asm["cubin"]))
+    return [i.text for i in instrs]
+
+
+def _zero_writes(ops: list[str]) -> int:
+    return sum(t.startswith("CS2R") and t.endswith("SRZ") or t.startswith("MOV") and t.endswith(", RZ") for t in ops)
+
+
+def _turn_to_wgmma(cfg: gemm.Config) -> list[tuple[int, int]]:
+    """Per ping-pong consumer: the instructions between its turn wait (`BAR.SYNC 8|9, 256`) and its
+    first HGMMA, and how many of them write zeros (the accumulator)."""
+    ops = _consumer_sass(cfg)
+    gaps = []
+    for n, t in enumerate(ops):
+        if t.startswith("BAR.SYNC") and t.endswith(("0x8, 0x100", "0x9, 0x100")):
+            first = next(m for m in range(n + 1, len(ops)) if ops[m].startswith("HGMMA"))
+            gaps.append((first - n - 1, _zero_writes(ops[n + 1:first])))
+    assert len(gaps) == 2, gaps
+    return gaps
+
+
+def test_pin_prologue_keeps_the_tile_prologue_above_the_turn_wait():
+    """ptxas 12.8 sank the tile prologue (grouped_tile's divisions, the accumulator zeroing) below the
+    turn wait: 225 instructions between the turn and the first wgmma (128 of them zero writes, two
+    paths of 64). PIN_PROLOGUE keeps the divisions above it (93 left); NO_ZERO_FILL drops the zeroing
+    (94 left); both: 28."""
+    plain = _turn_to_wgmma(gemm.Config("pingpong", 128, 128, 64, 5))
+    pinned = _turn_to_wgmma(gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True))
+    both = _turn_to_wgmma(gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True))
+    for (n0, z0), (n1, _), (n2, z2) in zip(plain, pinned, both):
+        assert n1 < n0 / 2 and n2 < n1 / 2, (plain, pinned, both)
+        assert z0 >= 128 and z2 == 0
+
+
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 3, 16),
+                                 gemm.Config("pingpong", 128, 128, 64, 5)], ids=lambda c: c.kernel)
+def test_no_zero_fill_zeroes_the_accumulator_once(cfg):
+    """The first wgmma of a tile ignores the accumulator (use_acc = k > 0, the `UP` operand of the
+    HGMMA), so the consumers zero it once before their tile loop: one set of CS2R per consumer instead
+    of two per consumer and tile."""
+    plain, noacc0 = _consumer_sass(cfg), _consumer_sass(dataclasses.replace(cfg, NO_ZERO_FILL=True))
+    per_set = 64                          # CS2R (two registers each): a 64x256 or 128x128 fp32 accumulator
+    assert _zero_writes(plain) >= 4 * per_set and _zero_writes(noacc0) <= 2 * per_set + 2
+    assert any(t.startswith("HGMMA") and t.endswith(("UP0", "UP1", "UP2", "UP3")) for t in noacc0)
+
+
+def test_experiment_configs():
+    assert gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True).name() == \
+        "pingpong-128x128x64s5w4-pin-noacc0"
+    assert gemm.Config("persistent", 128, 256, 64, 3, 16).name() == "persistent-128x256x64s3w4-g16"
+    with pytest.raises(tlx.ConfigRejected, match=r"'PIN_PROLOGUE' is the pingpong kernel's, got 'persistent'"):
+        gemm.Config("persistent", PIN_PROLOGUE=True)
+    with pytest.raises(tlx.ConfigRejected, match=r"'NO_ZERO_FILL' needs a persistent kernel, got 'pipelined'"):
+        gemm.Config("pipelined", 128, 128, NO_ZERO_FILL=True)
+
+
+@pytest.mark.parametrize("cfg", [gemm.Config("pingpong", 128, 128, 64, 2, PIN_PROLOGUE=True),
+                                 gemm.Config("pingpong", 128, 128, 64, 2, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
+                                 gemm.Config("persistent", 128, 128, 64, 2, NO_ZERO_FILL=True)], ids=lambda c: c.name())
+@pytest.mark.parametrize("act", [None, "relu"])
+def test_experiment_configs_on_the_simulator(cfg, act):
+    """Few programs, so each consumer walks several tiles: with NO_ZERO_FILL the previous tile's
+    (bias-added, activated) accumulator is what the next tile's first wgmma must ignore."""
+    a = torch.randn(384, 136, dtype=torch.float16)              # partial K tile
+    b = torch.randn(136, 640, dtype=torch.float16)
+    bias = torch.randn(640, dtype=torch.float16) if act else None
+    c = torch.full((384, 640), float("nan"), dtype=torch.float16)
+    gemm.matmul(a, b, cfg, out=c, bias=bias, activation=act, backend="sim", programs=2)
+    ref = a.double() @ b.double() + (0 if bias is None else bias.double())
+    ref = torch.relu(ref) if act else ref
+    assert ((c.double() - ref).norm() / ref.norm()).item() <= 1e-2

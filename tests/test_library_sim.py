@@ -138,11 +138,13 @@ def test_attention_own_output_buffer(D, causal, cfg):
 
 @pytest.mark.parametrize("D,causal,cfg", [
     (128, True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True)),
-    (64, False, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True))],
-    ids=["d128-causal", "d64-b192"])
-def test_attention_pinned_pv_wait(D, causal, cfg):
-    """PIN_WAIT: the pipelined loop stores its row sums to a scratch buffer before the P V wait (machine
-    code order only); the results are the pipelined kernel's."""
+    (64, False, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True)),
+    (128, True, attention.Config(PINGPONG=True, P_EARLY=True))],
+    ids=["d128-causal", "d64-b192-early-p", "d128-causal-early-p"])
+def test_attention_machine_code_order_options(D, causal, cfg):
+    """PIN_WAIT (the pipelined loop stores its row sums to a scratch buffer before the P V wait) and
+    P_EARLY (P converted before the V wait) change machine code order only; the results are the
+    plain kernel's."""
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
     attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim")

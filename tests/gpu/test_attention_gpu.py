@@ -232,10 +232,15 @@ def test_own_output_buffer_gpu(D, S, causal, cfg):
 @pytest.mark.parametrize("D,S,causal,cfg", [
     (128, 2048, False, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True)),
     (128, 1024, True, attention.Config(STAGES=3, PIPELINE=True, PIN_WAIT=True)),
-    (64, 1152, True, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True))],
-    ids=["d128", "d128-causal", "d64-b192-causal"])
-def test_pinned_pv_wait_gpu(D, S, causal, cfg):
-    """PIN_WAIT (the P V wait kept after the softmax in the machine code): poisoned output against fp32."""
+    (64, 1152, True, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True)),
+    (128, 2048, False, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True)),
+    (64, 2048, True, attention.Config(BN=256, PERSISTENT=True, P_EARLY=True)),
+    (128, 1024, True, attention.Config(PERSISTENT=True, PINGPONG=True, P_EARLY=True))],
+    ids=["d128", "d128-causal", "d64-b192-causal", "d128-early-p", "d64-persistent-causal-early-p",
+         "d128-persistent-causal-early-p"])
+def test_machine_code_order_options_gpu(D, S, causal, cfg):
+    """PIN_WAIT (the P V wait kept after the softmax in the machine code) and P_EARLY (P converted
+    before the V wait): poisoned output against fp32."""
     q, k, v = (torch.randn(4, 8, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
     attention.attention(q, k, v, causal=causal, config=cfg, out=out)

@@ -6,14 +6,16 @@ from tlx.kernels import gemm
 
 SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4096, 4000, 1000), (300, 264, 136)]
 DTYPES = [torch.float16, torch.bfloat16]
-CONFIGS = [gemm.Config("persistent"), gemm.Config("pingpong", 128, 128, 64, 4), gemm.Config("persistent", 128, 128, 64, 4), gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8)]
+CONFIGS = [gemm.Config("persistent"), gemm.Config("pingpong", 128, 128, 64, 4), gemm.Config("persistent", 128, 128, 64, 4), gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8),
+           gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
+           gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
 
 
 def rel_err(out, ref):
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.kernel}-{c.BM}x{c.BN}x{c.BK}s{c.STAGES}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name())
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_matmul_matches_reference(shape, dtype, cfg):

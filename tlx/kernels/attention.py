@@ -149,7 +149,8 @@ def pass_turn(cid: tl.constexpr, CONSUMERS: tl.constexpr, PINGPONG: tl.constexpr
 @tlx.jit
 def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
                      softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr):
+                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr,
+                     P_EARLY: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -163,7 +164,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
     takes the same number of turns.
     PIN_WAIT: nothing in the wait for P V j-1 depends on the softmax, and ptxas 12.8 scheduled it above
     the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
-    the new row sums (to `pin`, never read) just before the wait keeps it after them."""
+    the new row sums (to `pin`, never read) just before the wait keeps it after them.
+    P_EARLY: P is converted to 16 bits before that wait (see attention_block)."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -204,12 +206,15 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
                 prob = tl.exp2(qk - m_new[:, None])
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(prob, 1)
+            p_new = prob
+            if P_EARLY:                                   # (p16 of block j-1 stays P V's operand until the
+                p_new = prob.to(dtype)                    # wait: block j's P is a new value)
             if PIN_WAIT:                                  # the row sums to shared memory: ptxas keeps the
                 tlx.local_store(pin, l_i)                 # wait below, after the exps (else it hoists it)
             acc = tlx.async_dot_wait(0, acc)              # P V of block j-1 done: its stage is free
             tlx.barrier_arrive(kv_empty[sp])
             m_i = m_new
-            p16 = prob.to(dtype)
+            p16 = p_new.to(dtype)
         s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
         acc = acc * alpha[:, None]
         tlx.barrier_wait(v_full[s], p)
@@ -224,12 +229,15 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
-                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr):
+                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
     passes once the wgmma is issued, not when it completes (the SASS showed the tensor cores idle at
-    every hand-off when it passed after the wait)."""
+    every hand-off when it passed after the wait).
+    P_EARLY: P is converted to 16 bits before the V wait. ptxas otherwise puts the conversions after
+    that wait, at the end of the Q K^T -> P V path (86-118 SASS instructions from the last exp to the
+    P V issue; 67-78 converted early)."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
@@ -267,6 +275,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
         if MASK:
             prob = apply_mask(prob, 0.0, j, r0, kv_len, b, h, win_l, win_r, BN, BOUND_L, BOUND_R, MASK_MOD,
                               VARLEN)
+    if P_EARLY:
+        prob = prob.to(tlx.dtype_of(q_buf))
     tlx.barrier_wait(v_full[s], p)
     acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
     acc = tlx.async_dot_wait(0, acc)
@@ -330,7 +340,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                   PIN_WAIT: tl.constexpr):
+                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
@@ -356,24 +366,24 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
                                          r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
-                                         PINGPONG, PIN_WAIT)
+                                         PINGPONG, PIN_WAIT, P_EARLY)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                            VARLEN, ACTIVATION)
+                                            VARLEN, ACTIVATION, P_EARLY)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY)
     return m_i, l_i, acc
 
 
@@ -436,14 +446,14 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
-                         O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr):
+                         O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
     buffers, so the next tile's Q (and the producer's K/V, across the tile boundary) land while this
     tile runs instead of after its output store (short tiles waited for it at every tile).
     OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups;
-    O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT see Config."""
+    O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY see Config."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -507,7 +517,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
                                                cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS,
                                                ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT)
+                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -546,6 +556,7 @@ class Config:
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
     O_BUFFER: bool = False        # output through its own shared buffer, not Q's (not yet timed on the GPU)
     PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (not yet timed on the GPU)
+    P_EARLY: bool = False         # convert P to 16 bits before the V wait (not yet timed on the GPU)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -787,7 +798,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 ACTIVATION=features.activation, PIPELINE=pipeline,
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
-                PIN_WAIT=cfg.PIN_WAIT and pipeline)
+                PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY)
     return args, grid, meta, cfg
 
 

@@ -173,11 +173,15 @@ def load_tile(desc, buf, row, col, bar, TRANSPOSED: tl.constexpr):
 def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
                              BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
                              NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
-                             HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+                             HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr):
     """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
     program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
     A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
-    A_T / B_T: the operand is stored transposed (column-major), read through a transposed view."""
+    A_T / B_T: the operand is stored transposed (column-major), read through a transposed view.
+    NO_ZERO_FILL: the first wgmma of a tile does not accumulate (use_acc false at k = 0), so the
+    accumulator is zeroed once per program instead of once per tile (ptxas zeroed it twice per tile, on
+    two paths: 128 CS2R per thread). Right for K > 0 only (a tile without wgmmas would store the
+    previous one), which the TMA descriptors already require."""
     dtype = tlx.dtype_of(a_desc)
     c_dtype = tlx.dtype_of(c_desc)
     HALF: tl.constexpr = BM // 2
@@ -216,16 +220,19 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.c
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
             cnt = 0
+            if NO_ZERO_FILL:                     # zeroed once: each tile's first wgmma ignores it
+                acc = tl.zeros((HALF, BN), dtype=tl.float32)
             for tile in range(first, num_tiles, NUM_SMS):
                 off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
-                acc = tl.zeros((HALF, BN), dtype=tl.float32)
+                if not NO_ZERO_FILL:
+                    acc = tl.zeros((HALF, BN), dtype=tl.float32)
                 for k in range(k_tiles):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
                     tlx.barrier_wait(full_a[s + STAGES * cid], p)
                     tlx.barrier_wait(full_b[s], p)
                     a_op = tlx.local_trans(a_bufs[s + STAGES * cid]) if A_T else a_bufs[s + STAGES * cid]
                     b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
-                    acc = tlx.async_dot(a_op, b_op, acc)
+                    acc = tlx.async_dot(a_op, b_op, acc, use_acc=k > 0 if NO_ZERO_FILL else None)
                     acc = tlx.async_dot_wait(1, acc)
                     if k > 0:                                            # wgmma cnt-1 retired
                         prev = (cnt - 1) % STAGES
@@ -248,13 +255,18 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.c
 def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
                            BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
                            NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
-                           HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+                           HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, PIN_PROLOGUE: tl.constexpr,
+                           NO_ZERO_FILL: tl.constexpr):
     """Persistent ping-pong GEMM: each consumer warp group owns whole BMxBN tiles, alternately (local
     tile i goes to consumer i % 2): one runs its main loop while the other runs its epilogue (bias,
     activation, TMA store). Wins over the cooperative kernel when K is short.
     The main loops are ordered by named barriers 8/9: a consumer starts waiting on the ring only after
     the other has waited on its last stage, so no wait targets a phase more than one ahead (an mbarrier
-    wait sees parity only: waiting early would pass on the other consumer's older phase)."""
+    wait sees parity only: waiting early would pass on the other consumer's older phase).
+    PIN_PROLOGUE: nothing in the tile prologue (grouped_tile's integer divisions, the accumulator
+    zeroing) depends on the turn wait, and ptxas 12.8 sank it below the wait, between getting the turn
+    and the first wgmma; storing the tile offsets (to `pins`, never read) before the wait keeps the
+    divisions above it. NO_ZERO_FILL (as the cooperative kernel's) removes the zeroing."""
     dtype = tlx.dtype_of(a_desc)
     c_dtype = tlx.dtype_of(c_desc)
     if A_T:
@@ -266,6 +278,8 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
     else:
         b_bufs = tlx.local_alloc((BK, BN), dtype, STAGES)
     c_bufs = tlx.local_alloc((BM, BN), c_dtype, 2)
+    if PIN_PROLOGUE:
+        pins = tlx.local_alloc((2,), tl.int32, 2)                    # written, never read (see below)
     full = tlx.alloc_barriers(STAGES)
     empty = tlx.alloc_barriers(STAGES)
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
@@ -289,17 +303,22 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
             cid = tlx.async_task_replica_id()
             if cid == 1:
                 tlx.named_barrier_arrive(8, 256)                         # consumer 0 goes first
+            if NO_ZERO_FILL:                     # zeroed once: each tile's first wgmma ignores it
+                acc = tl.zeros((BM, BN), dtype=tl.float32)
             for i in range(cid, n_local, 2):
                 off_m, off_n = grouped_tile(first + i * NUM_SMS, M, N, BM, BN, GROUP_M)
                 cnt = i * k_tiles
-                acc = tl.zeros((BM, BN), dtype=tl.float32)
+                if not NO_ZERO_FILL:
+                    acc = tl.zeros((BM, BN), dtype=tl.float32)
+                if PIN_PROLOGUE:                 # the offsets to shared memory: their divisions stay above
+                    tlx.local_store(pins[cid], tl.where(tl.arange(0, 2) == 0, off_m, off_n))   # the wait
                 tlx.named_barrier_wait(8 + cid, 256)                     # my turn on the ring
                 for k in range(k_tiles):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
                     tlx.barrier_wait(full[s], p)
                     a_op = tlx.local_trans(a_bufs[s]) if A_T else a_bufs[s]
                     b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
-                    acc = tlx.async_dot(a_op, b_op, acc)
+                    acc = tlx.async_dot(a_op, b_op, acc, use_acc=k > 0 if NO_ZERO_FILL else None)
                     acc = tlx.async_dot_wait(1, acc)
                     if k > 0:
                         tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
@@ -328,6 +347,8 @@ class Config:
     num_warps: int = 4
     SPLIT_K: int = 1      # "pipelined" only: != 1 runs split-K (fp32 partials, then a reduce with the epilogue);
     #                       K split over SPLIT_K programs per tile, 0 = as many as fill the GPU
+    PIN_PROLOGUE: bool = False   # "pingpong": tile prologue above the turn wait (not yet timed on the GPU)
+    NO_ZERO_FILL: bool = False   # persistent kernels: no per-tile accumulator zeroing (not yet timed on the GPU)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -338,11 +359,16 @@ class Config:
         if self.SPLIT_K != 1 and (self.kernel != "pipelined" or self.SPLIT_K < 0):
             raise ConfigRejected(f"gemm.Config: 'SPLIT_K' must be 1 for {self.kernel!r} (split-K is the pipelined "
                                  f"kernel's) and >= 0, got {self.SPLIT_K}")
+        if self.PIN_PROLOGUE and self.kernel != "pingpong":
+            raise ConfigRejected(f"gemm.Config: 'PIN_PROLOGUE' is the pingpong kernel's, got {self.kernel!r}")
+        if self.NO_ZERO_FILL and self.kernel not in PERSISTENT:
+            raise ConfigRejected(f"gemm.Config: 'NO_ZERO_FILL' needs a persistent kernel, got {self.kernel!r}")
 
     def name(self) -> str:
         split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
         group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
-        return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}"
+        flags = ("-pin" if self.PIN_PROLOGUE else "") + ("-noacc0" if self.NO_ZERO_FILL else "")
+        return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}{flags}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
         """The kernel's shared memory: the A/B ring plus the C staging tiles (two for ping-pong; fp32
@@ -378,7 +404,11 @@ def configs() -> list[Config]:
             Config("pipelined", 128, 64, 64, 6, 8, 4), Config("pipelined", 64, 128, 64, 6, 8, 4),
             Config("pipelined", 128, 64, 64, 8, 8, 4), Config("pipelined", 64, 128, 64, 8, 8, 4),   # more bytes in flight
             # ... or whole-M/N tiles with K split across programs, so each operand byte is read once
-            Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0)]
+            Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0),
+            # SASS-study fixes, to time against their plain configs above (docs/sass_studies.md, GEMM)
+            Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True),
+            Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
 
 
 def column_major(t) -> bool:
@@ -437,7 +467,10 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     meta = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
     if cfg.kernel in PERSISTENT:
         sms = programs or num_sms(a.device)
-        meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation)
+        meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation,
+                    NO_ZERO_FILL=cfg.NO_ZERO_FILL)
+        if cfg.kernel == "pingpong":
+            meta.update(PIN_PROLOGUE=cfg.PIN_PROLOGUE)
         return (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K), (min(tiles, sms),), meta
     if bias is not None or activation is not None:
         raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
