@@ -46,11 +46,6 @@ def pipelined(D: int, **kw):
     return None if D > 128 else dataclasses.replace(pipeline_config(D), **kw)
 
 
-def pinned(cfg: attention.Config):
-    """The op's default with PIN_WAIT (the P V wait kept after the softmax), where it pipelines."""
-    return dataclasses.replace(cfg, PIN_WAIT=True) if cfg.PIPELINE else None
-
-
 # Columns: "default" = the op's own choice (default_config); otherwise a config from (D, S, causal),
 # None where the variant does not apply.
 VARIANTS = {
@@ -62,8 +57,6 @@ VARIANTS = {
     "tlx_persistent_pingpong": lambda D, S, c: dataclasses.replace(plain_config(D, S, c), PERSISTENT=True,
                                                                     PINGPONG=True),
     "tlx_persistent_pipeline_pingpong": lambda D, S, c: pipelined(D, STAGES=2, PINGPONG=True, PERSISTENT=True),
-    "tlx_pinned": lambda D, S, c: pinned(attention.default_config(D, S, c)),
-    "tlx_early_p": lambda D, S, c: dataclasses.replace(attention.default_config(D, S, c), P_EARLY=True),
     "tlx_three_consumers": lambda D, S, c: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     if D == 64 else None,
 }

@@ -39,6 +39,8 @@ CANDIDATES = {
          # P converted before the V wait (a shorter exp -> P V path in the SASS)
          "persistent_bn256_early": C(BN=256, PERSISTENT=True, P_EARLY=True),
          "persistent_bn128_early": C(PERSISTENT=True, P_EARLY=True),
+         "persistent_bn256_obuf_early": C(BN=256, PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
+         "persistent_bn128_obuf_early": C(PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
          "b192_pipeline_pingpong_s3_pin_early": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True,
                                                   P_EARLY=True)},
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
@@ -52,6 +54,7 @@ CANDIDATES = {
                                                                                      O_BUFFER=True),
           "persistent_pipeline": C(STAGES=3, PIPELINE=True, PERSISTENT=True),
           "persistent_early": C(PERSISTENT=True, P_EARLY=True),
+          "persistent_obuf_early": C(PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
           "pipeline_pingpong_pin_early": C(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True),
           "pipeline_pin_early": C(STAGES=3, PIPELINE=True, PIN_WAIT=True, P_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),

@@ -54,10 +54,6 @@ def bench_shape(shape, dtype, configs, rounds: int):
         row[name] = {"rel_err": err}
         if err <= 1e-2:
             runs[name] = lambda cfg=cfg, c=c: gemm.matmul(a, b, cfg, out=c)
-        if cfg is None and err <= 1e-2:      # diagnostic: the table's Config passed explicitly, same output
-            table = gemm.default_config(m, n, k, a.element_size(), c.element_size())   # (the default ran 1-4%
-            row["table_explicit"] = {"config": table.name()}                          # below its own config)
-            runs["table_explicit"] = lambda table=table, c=c: gemm.matmul(a, b, table, out=c)
     eager = {name: [] for name in runs}
     graph = {name: [] for name in ("cublas", "default") if name in runs}
     for name in rotated(list(runs), rounds, spread=True):
@@ -73,7 +69,7 @@ def bench_shape(shape, dtype, configs, rounds: int):
         row["default"]["graph_ms"] = median(graph["default"])
         row["default_ratio"] = row["cublas_ms"] / row["default"]["ms"]
         row["default_graph_ratio"] = row["cublas_graph_ms"] / row["default"]["graph_ms"]
-    tuned = [(row[name]["ms"], name) for name in runs if name not in ("cublas", "default", "table_explicit")]
+    tuned = [(row[name]["ms"], name) for name in runs if name not in ("cublas", "default")]
     if tuned:
         ms, best = min(tuned)
         row.update(best=best, best_tflops=tflops(shape, ms), ratio=row["cublas_ms"] / ms)
@@ -110,7 +106,6 @@ def main():
                   f"tlx {row.get('best_tflops', float('nan')):6.1f} ({row.get('best', 'none')})  "
                   f"best ratio {row.get('ratio', float('nan')):.3f}  default ratio {row.get('default_ratio', float('nan')):.3f}  "
                   f"default graph ratio {row.get('default_graph_ratio', float('nan')):.3f}  "
-                  f"table config explicit {row['cublas_ms'] / row.get('table_explicit', {}).get('ms', math.nan):.3f}  "
                   f"re-timed: default {row.get('confirm_default_ratio', float('nan')):.3f} "
                   f"best {row.get('confirm_best_ratio', float('nan')):.3f}",
                   flush=True)

@@ -554,9 +554,9 @@ class Config:
     num_warps: int = 4
     PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only)
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
-    O_BUFFER: bool = False        # output through its own shared buffer, not Q's (not yet timed on the GPU)
-    PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (not yet timed on the GPU)
-    P_EARLY: bool = False         # convert P to 16 bits before the V wait (not yet timed on the GPU)
+    O_BUFFER: bool = False        # output through its own shared buffer, not Q's (the TMA store runs on)
+    PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (timed: no gain, run 10)
+    P_EARLY: bool = False         # convert P to 16 bits before the V wait (a shorter exp -> P V path)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -570,8 +570,10 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     attention_sweep-run2/3).
     - D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain kernel at every length and
       2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG (+0.3-4%, run 6). Plain
-      causal up to 2048 keys runs persistent instead: two Q buffers let the next tile's Q load early
-      (0.99x cuDNN at 1024 keys against 0.87x pipelined, equal at 2048; run 8).
+      causal up to 2048 keys and non-causal at 1024 run persistent instead: two Q buffers let the next
+      tile's Q load early (0.99x cuDNN at 1024 causal keys against 0.87x pipelined, equal at 2048; run
+      8), and O_BUFFER lets the output store run on under the next tile (+0.6-3%, attention_sweep-run4/5).
+      PIN_WAIT (the softmax really overlapping P V) gained nothing: -7% to +1% (sweep-run4/5).
     - D=64 from 8192 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking turns,
       PIPELINE, three stages (1.07-1.12x cuDNN in run 8, 3-13% over the two-consumer kernels; at
       1024-4096 keys it ran 1-40% slower, most with causal).
@@ -579,20 +581,22 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       0.90-1.00x with two Q buffers in run 8 against 0.75-0.82x with one in run 7), with 256-key
       blocks when S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key diagonal
       block wastes more than longer blocks gain) and with windows, softcap or user mods (`plain`
-      False: their masked or transformed 256-wide tiles ran 10-35% slower).
+      False: their masked or transformed 256-wide tiles ran 10-35% slower). Non-causal 256-key
+      tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5).
     - D=256: 64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all
       that fit)."""
     if D > 128:
         return Config(BN=64)
     if D == 128:
-        if causal and plain and S is not None and S <= 2048:
-            return Config(PERSISTENT=True)                 # short causal tiles: the next Q loads early
+        if plain and S is not None and (S <= 1024 or causal and S <= 2048):
+            return Config(PERSISTENT=True, O_BUFFER=True)  # short tiles: the next Q loads early
         return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
     fixed = S is not None                                  # persistence needs fixed lengths
     if plain and fixed and S >= 8192:
         return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
-    return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed)
+    return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=wide and not causal,
+                  P_EARLY=plain and fixed and causal)
 
 
 def q_buffers(cfg: Config, D: int, itemsize: int) -> int:

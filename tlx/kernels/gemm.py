@@ -515,7 +515,10 @@ def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=Non
 def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False,
                    transposed: bool = False) -> Config:
     """The configuration for a shape: the table below is what bench/gemm.py measured fastest on the
-    H200 (bench/results/2026-12-03/gemm-run2/3/4.json, every candidate side by side).
+    H200 (bench/results/2026-12-03/gemm-run2..6.json, every candidate side by side). NO_ZERO_FILL
+    (the first wgmma of a tile does not accumulate) ran 0-3% over the same persistent config in
+    gemm-run6, and with PIN_PROLOGUE took the ping-pong kernel from 1.044/1.027 to 1.080/1.036 of
+    cuBLAS on 4096x4096x512 (bf16/fp16).
     The pipelined kernels handle neither transposed operands nor fused epilogues; a bias or activation
     on a 64x256 fp32 accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory
     (fp32 output doubles the C tile) does not fit falls back to the persistent 128x128 kernel.
@@ -529,13 +532,11 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     elif min(M, N) <= 256:                    # skinny: many small tiles stream the big operand
         cfg = Config("pipelined", 64, 128, 64, 8, 8, 4)   # 8 stages: 0.98-1.00 of cuBLAS, 6 stages 0.93-0.96
     elif K <= 512:                            # short K: overlap one tile's epilogue with the next's loop
-        cfg = Config("pingpong", 128, 128, 64, 5)
-    elif K <= 1024:                           # short K, many tiles: wider L2 groups (+2-4% over 8)
-        cfg = Config("persistent", 128, 256, 64, 3, 16)
-    elif waves <= 8:                          # few waves: the non-persistent kernel's simpler loop wins
+        cfg = Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True)
+    elif waves <= 8 and K > 1024:             # few waves: the non-persistent kernel's simpler loop wins
         cfg = Config("pipelined", 128, 256, 64, 3, 8, 8)
-    else:
-        cfg = Config("persistent", 128, 256, 64, 3)
+    else:                                     # wider L2 groups (+2-4% over 8 at K <= 1024)
+        cfg = Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)
     if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
         cfg = Config("persistent", 128, 128, 64, 4)
     return cfg
