@@ -35,10 +35,10 @@ def pipeline_config(D: int) -> attention.Config:
 
 
 def plain_config(D: int, S: int, causal: bool) -> attention.Config:
-    """The op's block sizes (two consumers) without PIPELINE, PINGPONG or PERSISTENT: the kernel the
-    others build on."""
-    cfg = attention.default_config(D, S, causal)
-    return dataclasses.replace(cfg, BM=128, STAGES=2, PIPELINE=False, PINGPONG=False, PERSISTENT=False)
+    """The op's block sizes (two consumers) without any other option (PIPELINE, PINGPONG, PERSISTENT,
+    O_BUFFER, PIN_WAIT, P_EARLY): the kernel the others build on. (Until attention-run10 the last
+    three were inherited from the default.)"""
+    return attention.Config(BN=attention.default_config(D, S, causal).BN)
 
 
 def pipelined(D: int, **kw):
@@ -46,10 +46,10 @@ def pipelined(D: int, **kw):
     return None if D > 128 else dataclasses.replace(pipeline_config(D), **kw)
 
 
-# Columns: "default" = the op's own choice (default_config); otherwise a config from (D, S, causal),
-# None where the variant does not apply.
+# Columns: None = the op's own choice (config=None: default_config on the op's path); otherwise a
+# function of (D, S, causal) giving the config, or None where the variant does not apply.
 VARIANTS = {
-    "tlx": "default",
+    "tlx": None,
     "tlx_base": plain_config,
     "tlx_pipeline": lambda D, S, c: pipelined(D),
     "tlx_pipeline_pingpong": lambda D, S, c: pipelined(D, PINGPONG=True),
@@ -68,9 +68,11 @@ class NotApplicable(Exception):
 
 def tlx_variant(variant):
     def run(q, k, v, causal, out=None):
-        cfg = None if variant == "default" else variant(q.shape[-1], q.shape[2], causal)
-        if cfg is None and variant != "default":
-            raise NotApplicable
+        cfg = None
+        if variant is not None:
+            cfg = variant(q.shape[-1], q.shape[2], causal)
+            if cfg is None:
+                raise NotApplicable
         return attention.attention(q, k, v, causal=causal, config=cfg, out=out)
     return run
 

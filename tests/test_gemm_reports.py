@@ -168,7 +168,7 @@ def test_no_zero_fill_zeroes_the_accumulator_once(cfg):
     assert any(t.startswith("HGMMA") and t.endswith(("UP0", "UP1", "UP2", "UP3")) for t in noacc0)
 
 
-def test_experiment_configs():
+def test_scheduling_option_names_and_rejections():
     assert gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True).name() == \
         "pingpong-128x128x64s5w4-pin-noacc0"
     assert gemm.Config("persistent", 128, 256, 64, 3, 16).name() == "persistent-128x256x64s3w4-g16"
@@ -182,7 +182,7 @@ def test_experiment_configs():
                                  gemm.Config("pingpong", 128, 128, 64, 2, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
                                  gemm.Config("persistent", 128, 128, 64, 2, NO_ZERO_FILL=True)], ids=lambda c: c.name())
 @pytest.mark.parametrize("act", [None, "relu"])
-def test_experiment_configs_on_the_simulator(cfg, act):
+def test_scheduling_options_on_the_simulator(cfg, act):
     """Few programs, so each consumer walks several tiles: with NO_ZERO_FILL the previous tile's
     (bias-added, activated) accumulator is what the next tile's first wgmma must ignore."""
     a = torch.randn(384, 136, dtype=torch.float16)              # partial K tile
