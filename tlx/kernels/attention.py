@@ -236,8 +236,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     passes once the wgmma is issued, not when it completes (the SASS showed the tensor cores idle at
     every hand-off when it passed after the wait).
     P_EARLY: P is converted to 16 bits before the V wait. ptxas otherwise puts the conversions after
-    that wait, at the end of the Q K^T -> P V path (86-118 SASS instructions from the last exp to the
-    P V issue; 67-78 converted early)."""
+    that wait, at the end of the Q K^T -> P V path (longest stretch from the last exp to the P V issue:
+    D=128 136 SASS instructions, 105 converted early; D=64 98 and 90)."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
@@ -555,7 +555,7 @@ class Config:
     PERSISTENT: bool = False      # one program per SM walks the tiles (fixed lengths only)
     PROGRAMS: int = 0             # persistent grid size; 0 = one per SM (tests use few, to walk many tiles)
     O_BUFFER: bool = False        # output through its own shared buffer, not Q's (the TMA store runs on)
-    PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (timed: no gain, run 10)
+    PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (timed: -8% to +1%, sweep-run4/5)
     P_EARLY: bool = False         # convert P to 16 bits before the V wait (a shorter exp -> P V path)
 
     def __post_init__(self):
