@@ -26,7 +26,7 @@ CANDIDATES = {
          # short causal (0.90x cuDNN at 1024 keys, attention-run8): smaller diagonal blocks, turns
          "persistent_bn128": C(PERSISTENT=True), "persistent_bn64": C(BN=64, PERSISTENT=True),
          "persistent_pingpong": C(PERSISTENT=True, PINGPONG=True),
-         # output through its own buffer: the store runs on under the next tile (not yet timed)
+         # output through its own buffer: the store runs on under the next tile
          "persistent_obuf": C(PERSISTENT=True, O_BUFFER=True), "persistent_bn256_obuf": C(BN=256, PERSISTENT=True,
                                                                                        O_BUFFER=True),
          # three consumers (FlashAttention-3's head-dim-64 tile: 192 x 128, round-robin turns)

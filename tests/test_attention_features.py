@@ -437,16 +437,21 @@ def test_double_buffered_q_compiles_without_unset_descriptors(D, cfg, features):
     assert s["wgmma_desc_unset"] == 0 and s["spills"] == 0 and not s["wgmma_serialized"]
 
 
-def _pv_wait_overlap(cfg: attention.Config, D: int) -> int:
-    """MUFU.EX2 instructions between a consumer's first wait for Q K^T (one wgmma group left in
-    flight) and its next full wait (P V done): the exps that overlap the P V wgmma."""
+def _attention_sass(cfg: attention.Config, D: int) -> list[str]:
+    """The SASS instructions of the attention kernel built with `cfg` (bhsd, 512 keys, no features)."""
     from tlx.gluon import sass
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.bfloat16) for _ in range(3))
     o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
     args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg, attention.Features())
     instrs, _ = sass.parse(sass.disassemble(tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4,
                                                         **meta).asm["cubin"]))
-    ops = [i.text for i in instrs]
+    return [i.text for i in instrs]
+
+
+def _pv_wait_overlap(cfg: attention.Config, D: int) -> int:
+    """MUFU.EX2 instructions between a consumer's first wait for Q K^T (one wgmma group left in
+    flight) and its next full wait (P V done): the exps that overlap the P V wgmma."""
+    ops = _attention_sass(cfg, D)
     first = next(n for n, t in enumerate(ops) if t.startswith("WARPGROUP.DEPBAR") and t.endswith("0x1"))
     full = next(n for n in range(first + 1, len(ops)) if ops[n].startswith("WARPGROUP.DEPBAR"))
     return sum(t.startswith("MUFU.EX2") for t in ops[first:full])
@@ -465,13 +470,7 @@ def test_pin_wait_keeps_the_softmax_before_the_pv_wait(D):
 def _exp_to_pv_path(cfg: attention.Config, D: int) -> int:
     """The longest stretch of SASS instructions from a consumer's last exp to the P V wgmma (the first
     HGMMA with P, a register operand) after it: the tail of the Q K^T -> P V critical path."""
-    from tlx.gluon import sass
-    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.bfloat16) for _ in range(3))
-    o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
-    args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg, attention.Features())
-    instrs, _ = sass.parse(sass.disassemble(tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4,
-                                                        **meta).asm["cubin"]))
-    ops = [i.text for i in instrs]
+    ops = _attention_sass(cfg, D)
     pv = [n for n, t in enumerate(ops) if t.startswith("HGMMA") and "gdesc" not in t.split(",")[1]
           and not ops[n - 1].startswith("HGMMA")]
     return max(n - max(m for m in range(n) if ops[m].startswith("MUFU.EX2")) for n in pv)

@@ -82,13 +82,11 @@ def _successors(instrs: list[Instr], labels: dict[str, int]) -> list[list[int]]:
             listed = ins.targets and all(t in labels for t in ins.targets)
             where = [labels[t] for t in ins.targets] if listed else sorted(set(labels.values()))
             succ.append(where + (nxt if ins.predicated else []))
-        elif ins.op.startswith("RET"):
+        elif ins.op.startswith(("RET", "EXIT")):
             succ.append(nxt if ins.predicated else [])
         elif ins.op.startswith("BRA"):
             target = _TARGET.search(" ".join(ins.operands))
             succ.append(([labels[target.group(1)]] if target else []) + (nxt if ins.predicated else []))
-        elif ins.op.startswith("EXIT"):
-            succ.append(nxt if ins.predicated else [])
         else:
             succ.append(nxt)
     return succ

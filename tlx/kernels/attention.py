@@ -573,7 +573,7 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       causal up to 2048 keys and non-causal at 1024 run persistent instead: two Q buffers let the next
       tile's Q load early (0.99x cuDNN at 1024 causal keys against 0.87x pipelined, equal at 2048; run
       8), and O_BUFFER lets the output store run on under the next tile (+0.6-3%, attention_sweep-run4/5).
-      PIN_WAIT (the softmax really overlapping P V) gained nothing: -7% to +1% (sweep-run4/5).
+      PIN_WAIT (the softmax really overlapping P V) gained nothing: -8% to +1% (sweep-run4/5).
     - D=64 from 8192 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking turns,
       PIPELINE, three stages (1.07-1.12x cuDNN in run 8, 3-13% over the two-consumer kernels; at
       1024-4096 keys it ran 1-40% slower, most with causal).
@@ -597,6 +597,12 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=wide and not causal,
                   P_EARLY=plain and fixed and causal)
+
+
+def block_multiple(D: int, S: int) -> int:
+    """What a fixed length must be a multiple of for the default blocks: one consumer's rows and BN
+    (BN is a multiple of 64)."""
+    return max(CONSUMER_ROWS, default_config(D, S).BN)
 
 
 def q_buffers(cfg: Config, D: int, itemsize: int) -> int:
@@ -720,9 +726,9 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> 
         if Sk != S:
             raise _error(f"key length {Sk} must equal query length {S} (use layout='bshd' or 'thd' for other "
                          "lengths)")
-        cfg = default_config(D, S)
-        if S % CONSUMER_ROWS or S % cfg.BN:
-            raise _error(f"sequence length must be a multiple of {max(CONSUMER_ROWS, cfg.BN)}, got {S} (use "
+        multiple = block_multiple(D, S)
+        if S % multiple:
+            raise _error(f"sequence length must be a multiple of {multiple}, got {S} (use "
                          "layout='bshd' or 'thd' for other lengths)")
     return Shape(B, H, Hk, S, Sk, D, layout == "thd")
 
@@ -859,8 +865,7 @@ _LAST_LAUNCH = LaunchCache()
 
 
 def _ragged(S: int, Sk: int, D: int) -> bool:
-    cfg = default_config(D) if D in (64, 128, 256) else Config()
-    return S != Sk or S % CONSUMER_ROWS != 0 or S % cfg.BN != 0
+    return S != Sk or S % block_multiple(D, S) != 0
 
 
 def _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options, **kw):

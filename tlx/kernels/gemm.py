@@ -347,8 +347,8 @@ class Config:
     num_warps: int = 4
     SPLIT_K: int = 1      # "pipelined" only: != 1 runs split-K (fp32 partials, then a reduce with the epilogue);
     #                       K split over SPLIT_K programs per tile, 0 = as many as fill the GPU
-    PIN_PROLOGUE: bool = False   # "pingpong": tile prologue above the turn wait (not yet timed on the GPU)
-    NO_ZERO_FILL: bool = False   # persistent kernels: no per-tile accumulator zeroing (not yet timed on the GPU)
+    PIN_PROLOGUE: bool = False   # "pingpong": tile prologue above the turn wait (gemm-run6: no change alone)
+    NO_ZERO_FILL: bool = False   # persistent kernels: no per-tile accumulator zeroing (gemm-run6: 0-3%)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -405,7 +405,7 @@ def configs() -> list[Config]:
             Config("pipelined", 128, 64, 64, 8, 8, 4), Config("pipelined", 64, 128, 64, 8, 8, 4),   # more bytes in flight
             # ... or whole-M/N tiles with K split across programs, so each operand byte is read once
             Config("pipelined", 128, 128, 64, 4, 8, 4, SPLIT_K=0),
-            # SASS-study fixes, to time against their plain configs above (docs/sass_studies.md, GEMM)
+            # SASS-study fixes beside their plain configs above (docs/sass_studies.md, GEMM; gemm-run6)
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True),
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
             Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
