@@ -9,6 +9,7 @@ import datetime
 import json
 import re
 import statistics
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -58,8 +59,14 @@ CANDIDATES = {
           "pipeline_pingpong_pin_early": C(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True),
           "pipeline_pin_early": C(STAGES=3, PIPELINE=True, PIN_WAIT=True, P_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
-          "bn64_persistent": C(BN=64, PERSISTENT=True)},
+          "bn64_persistent": C(BN=64, PERSISTENT=True),
+          "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),
+          "bn64_persistent_lazy": C(BN=64, PERSISTENT=True, LAZY_RESCALE=True)},
 }
+# Per-shape candidates, for every head dim: the op's default for (D, S, causal) and the same with one option
+# more (an A/B of that option over the whole default table).
+SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal),
+          "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True)}
 
 
 def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:
@@ -101,7 +108,7 @@ def main():
     args = ap.parse_args()
     rows = []
     for D in map(int, args.dims.split(",")):
-        cands = {n: c for n, c in CANDIDATES[D].items() if re.search(args.only, n)}
+        cands = {n: c for n, c in {**CANDIDATES[D], **SHAPED}.items() if re.search(args.only, n)}
         if not cands:
             raise SystemExit(f"--only {args.only!r} matches no D={D} candidate: {', '.join(CANDIDATES[D])}")
         for S in map(int, args.lengths.split(",")):
@@ -110,8 +117,10 @@ def main():
                 q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
                     if S <= 2048 else None
-                row = {"D": D, "S": S, "causal": causal, **time_row(q, k, v, causal, cands, ref, args.rounds,
+                shaped = {n: c(D, S, causal) if callable(c) else c for n, c in cands.items()}
+                row = {"D": D, "S": S, "causal": causal, **time_row(q, k, v, causal, shaped, ref, args.rounds,
                                                                       len(rows))}
+                row.update({f"{n}_config": repr(shaped[n]) for n in cands if callable(cands[n])})
                 rows.append(row)
                 cells = "  ".join(f"{n} {row.get(n + '_tflops', 0):6.1f}" for n in cands)
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  cudnn {row['cudnn_tflops']:6.1f}  {cells}",

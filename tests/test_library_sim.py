@@ -150,3 +150,30 @@ def test_attention_machine_code_order_options(D, causal, cfg):
     attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim")
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
     assert rel_err(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("D,causal,cfg", [
+    (256, False, attention.Config(BN=64, LAZY_RESCALE=True)),
+    (128, True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, LAZY_RESCALE=True)),
+    (64, False, attention.Config(BN=256, PERSISTENT=True, PROGRAMS=2, LAZY_RESCALE=True))],
+    ids=["d256", "d128-pipelined-causal", "d64-persistent"])
+@pytest.mark.parametrize("ramp", [False, True], ids=["flat", "ramp"])
+def test_attention_lazy_rescale(D, causal, cfg, ramp):
+    """LAZY_RESCALE keeps a stale row max until some row runs 2^8 ahead of it. "ramp": key norms grow
+    along the sequence so the row max climbs by far more than 2^128 overall (a kernel that never
+    rescaled would overflow to inf), most blocks rescale; "flat": plain normal data, the first block
+    rescales and later ones rarely. Output and LSE must match the exact softmax either way."""
+    S = 512
+    q, k, v = (torch.randn(1, 2, S, D, dtype=torch.float16) for _ in range(3))
+    if ramp:
+        q = q * 16
+        k = k * torch.linspace(0.1, 6.0, S, dtype=torch.float16)[:, None]
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True)
+    scores = (q.double() @ k.double().transpose(-1, -2)) / D ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    ref_lse = torch.logsumexp(scores, -1)
+    ref = torch.softmax(scores, -1) @ v.double()
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4

@@ -239,3 +239,26 @@ def test_machine_code_order_options_gpu(D, S, causal, cfg):
     torch.cuda.synchronize()
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
     assert not torch.isnan(out).any() and rel_err(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("ramp", [False, True], ids=["flat", "ramp"])
+@pytest.mark.parametrize("D,S,causal,cfg,softcap", [
+    (256, 2048, False, attention.Config(BN=64, LAZY_RESCALE=True), None),
+    (256, 1024, True, attention.Config(BN=64, LAZY_RESCALE=True), None),
+    (128, 4096, False, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, LAZY_RESCALE=True), None),
+    (128, 2048, True, attention.Config(STAGES=3, PIPELINE=True, LAZY_RESCALE=True), 30.0),
+    (128, 1024, False, attention.Config(PERSISTENT=True, O_BUFFER=True, LAZY_RESCALE=True), None),
+    (64, 2048, False, attention.Config(BN=256, PERSISTENT=True, O_BUFFER=True, LAZY_RESCALE=True), None),
+    (64, 8192, True, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, LAZY_RESCALE=True), None)],
+    ids=["d256", "d256-causal", "d128-pipeline-pingpong", "d128-pipeline-causal-softcap", "d128-persistent",
+         "d64-persistent-bn256", "d64-b192-causal"])
+def test_lazy_rescale_gpu(D, S, causal, cfg, softcap, ramp):
+    """LAZY_RESCALE (the accumulator rescaled only when a row max ran 2^8 ahead): poisoned output and
+    LSE against fp32. "ramp": key norms grow along the sequence and q is scaled up, so row maxima climb
+    far past 2^128 (a kernel that skipped a needed rescale overflows)."""
+    q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    if ramp:
+        q = q * 16
+        k = k * torch.linspace(0.1, 6.0, S, device="cuda", dtype=torch.bfloat16)[:, None]
+    out, lse = run_gpu(q, k, v, config=cfg, causal=causal, softcap=softcap)
+    check_gpu(out, lse, *reference(q, k, v, causal=causal, softcap=softcap, dtype=torch.float32))

@@ -40,6 +40,7 @@ from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, tensor_key
 
 LOG2E = 1.4426950408889634
+RESCALE_LOG2 = 8.0   # LAZY_RESCALE: the row max may run this far (log2) ahead: P <= 2^8
 CONSUMER_ROWS = 64          # query rows per consumer warp group (one m64 wgmma)
 
 
@@ -150,7 +151,7 @@ def pass_turn(cid: tl.constexpr, CONSUMERS: tl.constexpr, PINGPONG: tl.constexpr
 def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
                      softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                      SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr,
-                     P_EARLY: tl.constexpr):
+                     P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -165,7 +166,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
     PIN_WAIT: nothing in the wait for P V j-1 depends on the softmax, and ptxas 12.8 scheduled it above
     the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
     the new row sums (to `pin`, never read) just before the wait keeps it after them.
-    P_EARLY: P is converted to 16 bits before that wait (see attention_block)."""
+    P_EARLY: P is converted to 16 bits before that wait (see attention_block).
+    LAZY_RESCALE (blocks after a): see attention_block."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -184,13 +186,18 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
             prob = tl.exp2(qk - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
+        rescale = 1                                       # LAZY_RESCALE: block a always rescales
         m_i = m_new
         p16 = prob.to(dtype)                              # block a's P: its P V goes out with block a+1's Q K^T
         for j in range(a + 1, z):                         # (acc is rescaled right before each P V: touched
             s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)   # first inside the loop, it takes the
             sp, pp = tlx.warp_spec.get_bufidx_phase(j - 1 - lo, STAGES)   # P V accumulator's layout)
             tlx.barrier_wait(k_full[s], p)
-            acc = acc * alpha[:, None]                    # to block j-1's row max
+            if LAZY_RESCALE:                              # to block j-1's row max, only when it moved
+                for _ in range(rescale):                  # (a runtime `if` as a loop, as above)
+                    acc = acc * alpha[:, None]
+            else:
+                acc = acc * alpha[:, None]                # to block j-1's row max
             tlx.barrier_wait(v_full[sp], pp)
             wait_turn(cid, PINGPONG)
             qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
@@ -198,12 +205,15 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
             pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
             if not SOFTCAP and SCORE_MOD is None:
-                m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
-                prob = tl.exp2(qk * scale - m_new[:, None])
+                qk_scale = scale
             else:
                 qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-                m_new = tl.maximum(m_i, tl.max(qk, 1))
-                prob = tl.exp2(qk - m_new[:, None])
+                qk_scale = 1.0
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            if LAZY_RESCALE:
+                m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
+                rescale = (tl.max(m_new - m_i, 0) > 0).to(tl.int32)   # needed only before the next P V
+            prob = tl.exp2(qk * qk_scale - m_new[:, None])
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(prob, 1)
             p_new = prob
@@ -216,7 +226,11 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
             m_i = m_new
             p16 = p_new.to(dtype)
         s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
-        acc = acc * alpha[:, None]
+        if LAZY_RESCALE:
+            for _ in range(rescale):
+                acc = acc * alpha[:, None]
+        else:
+            acc = acc * alpha[:, None]
         tlx.barrier_wait(v_full[s], p)
         acc = tlx.async_dot(p16, v_bufs[s], acc)
         acc = tlx.async_dot_wait(0, acc)
@@ -229,7 +243,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
-                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr):
+                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
@@ -237,7 +251,14 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     every hand-off when it passed after the wait).
     P_EARLY: P is converted to 16 bits before the V wait. ptxas otherwise puts the conversions after
     that wait, at the end of the Q K^T -> P V path (longest stretch from the last exp to the P V issue:
-    D=128 136 SASS instructions, 105 converted early; D=64 98 and 90)."""
+    D=128 136 SASS instructions, 105 converted early; D=64 98 and 90).
+    LAZY_RESCALE (unmasked plain blocks; FlashAttention-4's conditional rescale): a row's running max
+    moves only when the block's scores exceed it by more than RESCALE_LOG2 (log2 units), so P stays
+    below 2^8, and the accumulator is rescaled only when some row of the warp group moved, not once per
+    block (the rescale is 128 FMUL per thread per 64-key block at D=256, as many as the rest of the
+    softmax). The branch needs one flag for the warp group: a reduction over its rows through shared
+    memory, which only the rescale waits for, not the exps. m_i and l_i stay consistent: the output
+    and LSE are exact."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
@@ -249,10 +270,16 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
         # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
         scale = sm_scale * LOG2E
         m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
+        if LAZY_RESCALE:                                 # a row keeps its max until it runs 2^8 ahead
+            m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
         prob = tl.exp2(qk * scale - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
-        acc = acc * alpha[:, None]
+        if LAZY_RESCALE:                                 # any row of the warp group moved: one branch for all
+            for _ in range((tl.max(m_new - m_i, 0) > 0).to(tl.int32)):   # (a runtime `if` as a loop, see
+                acc = acc * alpha[:, None]                                # pipelined_blocks)
+        else:
+            acc = acc * alpha[:, None]
         m_i = m_new
     elif ACTIVATION == "softmax":
         qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, ACTIVATION)
@@ -340,7 +367,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr):
+                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
@@ -366,24 +393,24 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
                                          r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
-                                         PINGPONG, PIN_WAIT, P_EARLY)
+                                         PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                            VARLEN, ACTIVATION, P_EARLY)
+                                            VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE)
     return m_i, l_i, acc
 
 
@@ -446,7 +473,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
-                         O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr):
+                         O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
+                         LAZY_RESCALE: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -517,7 +545,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
                                                cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS,
                                                ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY)
+                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY, LAZY_RESCALE)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -557,6 +585,7 @@ class Config:
     O_BUFFER: bool = False        # output through its own shared buffer, not Q's (the TMA store runs on)
     PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (timed: -8% to +1%, sweep-run4/5)
     P_EARLY: bool = False         # convert P to 16 bits before the V wait (a shorter exp -> P V path)
+    LAZY_RESCALE: bool = False    # rescale O only when the row max moved by more than 2^8 (FA4)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -808,7 +837,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 ACTIVATION=features.activation, PIPELINE=pipeline,
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
-                PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY)
+                PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
+                LAZY_RESCALE=cfg.LAZY_RESCALE)
     return args, grid, meta, cfg
 
 
