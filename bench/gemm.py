@@ -8,6 +8,7 @@ import argparse
 import datetime
 import json
 import math
+import statistics
 import sys
 
 import torch
@@ -24,10 +25,6 @@ SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 819
 def tflops(shape, ms):
     m, n, k = shape
     return 2 * m * n * k / ms / 1e9
-
-
-def median(xs):
-    return sorted(xs)[len(xs) // 2]
 
 
 def bench_shape(shape, dtype, configs, rounds: int):
@@ -60,13 +57,13 @@ def bench_shape(shape, dtype, configs, rounds: int):
         eager[name].append(do_bench(runs[name], return_mode="median"))
         if name in graph:
             graph[name].append(do_bench_cudagraph(runs[name], return_mode="median"))
-    row["cublas_ms"], row["cublas_graph_ms"] = median(eager["cublas"]), median(graph["cublas"])
+    row["cublas_ms"], row["cublas_graph_ms"] = statistics.median(eager["cublas"]), statistics.median(graph["cublas"])
     row["cublas_tflops"] = tflops(shape, row["cublas_ms"])
     for name in runs:
         if name != "cublas":
-            row[name].update(ms=median(eager[name]), tflops=tflops(shape, median(eager[name])))
+            row[name].update(ms=statistics.median(eager[name]), tflops=tflops(shape, statistics.median(eager[name])))
     if "default" in graph:
-        row["default"]["graph_ms"] = median(graph["default"])
+        row["default"]["graph_ms"] = statistics.median(graph["default"])
         row["default_ratio"] = row["cublas_ms"] / row["default"]["ms"]
         row["default_graph_ratio"] = row["cublas_graph_ms"] / row["default"]["graph_ms"]
     tuned = [(row[name]["ms"], name) for name in runs if name not in ("cublas", "default")]
@@ -86,9 +83,9 @@ def confirm_rounds(runs, best: str, rounds: int) -> dict:
     times = {name: [] for name in names}
     for name in rotated(names, rounds):
         times[name].append(do_bench(runs[name], return_mode="median"))
-    cublas = median(times["cublas"])
-    return {"confirm_default_ratio": cublas / median(times["default"]),
-            "confirm_best_ratio": cublas / median(times[best])}
+    cublas = statistics.median(times["cublas"])
+    return {"confirm_default_ratio": cublas / statistics.median(times["default"]),
+            "confirm_best_ratio": cublas / statistics.median(times[best])}
 
 
 def main():
