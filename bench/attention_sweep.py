@@ -66,7 +66,8 @@ CANDIDATES = {
 # Per-shape candidates, for every head dim: the op's default for (D, S, causal) and the same with one option
 # more (an A/B of that option over the whole default table).
 SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal),
-          "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True)}
+          "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True),
+          "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True)}
 
 
 def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:

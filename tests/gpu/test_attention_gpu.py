@@ -262,3 +262,20 @@ def test_lazy_rescale_gpu(D, S, causal, cfg, softcap, ramp):
         k = k * torch.linspace(0.1, 6.0, S, device="cuda", dtype=torch.bfloat16)[:, None]
     out, lse = run_gpu(q, k, v, config=cfg, causal=causal, softcap=softcap)
     check_gpu(out, lse, *reference(q, k, v, causal=causal, softcap=softcap, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("D,S,causal,cfg", [
+    (64, 2048, False, attention.Config(BN=256, PERSISTENT=True, O_BUFFER=True, POLY_EXP2=True)),
+    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, POLY_EXP2=True)),
+    (64, 8192, True, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, POLY_EXP2=True)),
+    (128, 4096, False, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, POLY_EXP2=True)),
+    (128, 1024, True, attention.Config(PERSISTENT=True, O_BUFFER=True, POLY_EXP2=True))],
+    ids=["d64-persistent-bn256", "d64-persistent-causal", "d64-b192-causal", "d128-pipeline-pingpong",
+         "d128-persistent-causal"])
+def test_poly_exp2_gpu(D, S, causal, cfg, dtype):
+    """POLY_EXP2 (a quarter of the exps by polynomial on the FMA pipes): poisoned output and LSE
+    against fp32 in both input dtypes (fp16's P keeps 3 more bits than bf16's)."""
+    q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=dtype) for _ in range(3))
+    out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
+    check_gpu(out, lse, *reference(q, k, v, causal=causal, dtype=torch.float32))

@@ -83,6 +83,38 @@ def tanh_approx(x):
 
 
 @tlx.jit
+def exp2_poly(x):
+    """2^x on the FMA and integer pipes instead of the MUFU (FlashAttention-4's exp emulation), for x <= 0:
+    j = round(x) by the 1.5 * 2^23 magic add, 2^(x - j) by a degree-3 polynomial on [-0.5, 0.5] (relative
+    error 7.5e-5, below bf16's and fp16's rounding of P), then j added to the exponent bits. x below -125
+    gives about 2^-125 (no denormal results) instead of less: nothing next to a row maximum's 1."""
+    x = tl.maximum(x, -125.0)
+    t = x + 12582912.0
+    f = x - (t - 12582912.0)
+    p = ((0.05517132 * f + 0.24261054) * f + 0.69326099) * f + 0.99992811
+    return (p.to(tl.int32, bitcast=True) + (t.to(tl.int32, bitcast=True) << 23)).to(tl.float32, bitcast=True)
+
+
+@tlx.jit
+def softmax_exp2(x, POLY_EXP2: tl.constexpr):
+    """exp2 of a [rows, BN] score tile. POLY_EXP2: a quarter of it by exp2_poly, so the FMA pipes take
+    part of the MUFU's work (at D=64 there is one exp per 64 multiply-adds of the tensor cores: the
+    MUFU is as busy as they are); a quarter balances the MUFU's 8 cycles per warp against exp2_poly's 8
+    instructions. Every reshape, permute and split moves only registers: a wgmma accumulator thread
+    holds two adjacent columns in each 8-column chunk, every chunk; the quarter is the second column of
+    every odd chunk."""
+    if POLY_EXP2:
+        R: tl.constexpr = x.shape[0]
+        N: tl.constexpr = x.shape[1]
+        even, odd = tl.split(tl.permute(tl.reshape(x, (R, N // 16, 2, 8)), (0, 1, 3, 2)))   # by chunk parity
+        first, second = tl.split(tl.reshape(odd, (R, N // 16, 4, 2)))                         # by column pair
+        odd = tl.reshape(tl.join(tl.exp2(first), exp2_poly(second)), (R, N // 16, 8))
+        return tl.reshape(tl.permute(tl.join(tl.exp2(even), odd), (0, 1, 3, 2)), (R, N))
+    else:
+        return tl.exp2(x)
+
+
+@tlx.jit
 def transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN: tl.constexpr, SOFTCAP: tl.constexpr,
                      SCORE_MOD: tl.constexpr, ACTIVATION: tl.constexpr):
     """The score tile: log2 units for softmax (exp2 follows), natural units for other activations.
@@ -151,7 +183,7 @@ def pass_turn(cid: tl.constexpr, CONSUMERS: tl.constexpr, PINGPONG: tl.constexpr
 def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
                      softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                      SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr,
-                     P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+                     P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -167,7 +199,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
     the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
     the new row sums (to `pin`, never read) just before the wait keeps it after them.
     P_EARLY: P is converted to 16 bits before that wait (see attention_block).
-    LAZY_RESCALE (blocks after a): see attention_block."""
+    LAZY_RESCALE (blocks after a), POLY_EXP2: see attention_block."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -179,7 +211,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
         qk = tlx.async_dot_wait(0, qk)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
-            prob = tl.exp2(qk * scale - m_new[:, None])
+            prob = softmax_exp2(qk * scale - m_new[:, None], POLY_EXP2)
         else:
             qk = transform_scores(qk, a, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
             m_new = tl.maximum(m_i, tl.max(qk, 1))
@@ -213,7 +245,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
             if LAZY_RESCALE:
                 m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
                 rescale = (tl.max(m_new - m_i, 0) > 0).to(tl.int32)   # needed only before the next P V
-            prob = tl.exp2(qk * qk_scale - m_new[:, None])
+            prob = softmax_exp2(qk * qk_scale - m_new[:, None], POLY_EXP2 and SCORE_MOD is None)   # (no -inf)
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(prob, 1)
             p_new = prob
@@ -243,7 +275,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
-                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+                    VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+                    POLY_EXP2: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
@@ -258,7 +291,9 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     block (the rescale is 128 FMUL per thread per 64-key block at D=256, as many as the rest of the
     softmax). The branch needs one flag for the warp group: a reduction over its rows through shared
     memory, which only the rescale waits for, not the exps. m_i and l_i stay consistent: the output
-    and LSE are exact."""
+    and LSE are exact.
+    POLY_EXP2 (unmasked plain blocks): a quarter of the exps by polynomial (softmax_exp2); masked
+    blocks keep the MUFU's exact 0 for -inf."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
@@ -272,7 +307,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
         m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
         if LAZY_RESCALE:                                 # a row keeps its max until it runs 2^8 ahead
             m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
-        prob = tl.exp2(qk * scale - m_new[:, None])
+        prob = softmax_exp2(qk * scale - m_new[:, None], POLY_EXP2)
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
         if LAZY_RESCALE:                                 # any row of the warp group moved: one branch for all
@@ -367,7 +402,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
@@ -393,24 +428,24 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
                                          r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
-                                         PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE)
+                                         PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2)
     else:
         for j in range(a, z):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                            VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE)
+                                            VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2)
     return m_i, l_i, acc
 
 
@@ -474,7 +509,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
-                         LAZY_RESCALE: tl.constexpr):
+                         LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -545,7 +580,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
                                                cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS,
                                                ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY, LAZY_RESCALE)
+                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY, LAZY_RESCALE,
+                                               POLY_EXP2)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -586,6 +622,7 @@ class Config:
     PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (timed: -8% to +1%, sweep-run4/5)
     P_EARLY: bool = False         # convert P to 16 bits before the V wait (a shorter exp -> P V path)
     LAZY_RESCALE: bool = False    # rescale O only when the row max moved by more than 2^8 (FA4)
+    POLY_EXP2: bool = False       # a quarter of the softmax exps on the FMA pipes, not the MUFU (FA4)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -838,7 +875,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
-                LAZY_RESCALE=cfg.LAZY_RESCALE)
+                LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2)
     return args, grid, meta, cfg
 
 
