@@ -621,8 +621,10 @@ class Config:
     O_BUFFER: bool = False        # output through its own shared buffer, not Q's (the TMA store runs on)
     PIN_WAIT: bool = False        # PIPELINE: keep the P V wait after the softmax (timed: -8% to +1%, sweep-run4/5)
     P_EARLY: bool = False         # convert P to 16 bits before the V wait (a shorter exp -> P V path)
-    LAZY_RESCALE: bool = False    # rescale O only when the row max moved by more than 2^8 (FA4)
-    POLY_EXP2: bool = False       # a quarter of the softmax exps on the FMA pipes, not the MUFU (FA4)
+    LAZY_RESCALE: bool = False    # rescale O only when a row max ran 2^8 ahead (FA4; timed -8% to +2% against
+    #                               the defaults, D=256 -1% to -5%: attention_sweep-run6-lazy)
+    POLY_EXP2: bool = False       # a quarter of the softmax exps on the FMA pipes, not the MUFU (FA4; timed -1%
+    #                               to -14% against the defaults at D=64/128: attention_sweep-run7-poly)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
