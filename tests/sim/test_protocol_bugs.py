@@ -198,3 +198,26 @@ def test_same_seed_same_report_and_collect_all():
     _, _, report = run_ring(3, collect_all=True)
     assert not report.ok and all(isinstance(e, tlx.sim.OverwriteBeforeReleaseError) for e in report.errors[:1])
     assert "OverwriteBeforeReleaseError" in report.render()
+
+
+@tlx.jit
+def flag_handoff(flags_ptr, out_ptr, BUG: tl.constexpr):
+    """Program p publishes its id through flags[p] and reads program p-1's (a stream-K style hand-off);
+    BUG=1 waits on the next program's flag instead: with programs in order, nothing ever sets it."""
+    pid = tl.program_id(0)
+    tl.atomic_xchg(flags_ptr + pid, pid + 1, sem="release", scope="gpu")
+    if pid > 0:
+        other = pid + 1 if BUG == 1 else pid - 1
+        while tl.atomic_add(flags_ptr + other, 0, sem="acquire", scope="gpu") == 0:  # BUG:spin
+            pass
+        tl.store(out_ptr + pid, tl.atomic_add(flags_ptr + other, 0, sem="acquire", scope="gpu"))
+
+
+def test_spin_on_a_later_program_is_a_livelock_not_a_hang():
+    flags, out = torch.zeros(5, dtype=torch.int32), torch.zeros(5, dtype=torch.int32)
+    flag_handoff[(4,)](flags, out, BUG=0, backend="sim")
+    assert out.tolist() == [0, 1, 2, 3, 0]
+    flags.zero_()
+    with pytest.raises(tlx.sim.LivelockError) as info:
+        flag_handoff[(4,)](flags, out, BUG=1, backend="sim")
+    assert info.value.line == marker_line(HERE, "spin") and "spin-wait" in str(info.value)

@@ -170,10 +170,115 @@ def load_tile(desc, buf, row, col, bar, TRANSPOSED: tl.constexpr):
 
 
 @tlx.jit
-def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                             BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
-                             NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
-                             HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr):
+def load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m, off_n, kb, ke, cnt,
+                 HALF: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, A_T: tl.constexpr,
+                 B_T: tl.constexpr):
+    """Producer: K steps [kb, ke) of tile (off_m, off_n) into the ring from use `cnt` on: A in two halves,
+    one per consumer, B once for both. Returns the ring count after them."""
+    dtype = tlx.dtype_of(a_desc)
+    for k in range(kb, ke):
+        s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
+        for h in tl.static_range(2):
+            tlx.barrier_wait(empty_a[s + STAGES * h], p ^ 1)
+            tlx.barrier_expect_bytes(full_a[s + STAGES * h], HALF * BK * tlx.size_of(dtype))
+            load_tile(a_desc, a_bufs[s + STAGES * h], off_m + h * HALF, k * BK, full_a[s + STAGES * h], A_T)
+        tlx.barrier_wait(empty_b[s], p ^ 1)
+        tlx.barrier_expect_bytes(full_b[s], BK * BN * tlx.size_of(dtype))
+        load_tile(b_desc, b_bufs[s], k * BK, off_n, full_b[s], B_T)
+        cnt += 1
+    return cnt
+
+
+@tlx.jit
+def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k_fresh, cnt, cid,
+                STAGES: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, NO_ZERO_FILL: tl.constexpr):
+    """Consumer `cid`: acc (+)= its half of A times B over K steps [kb, ke), ring use `cnt` on, one wgmma
+    kept in flight; every stage released once its wgmma retired. NO_ZERO_FILL: step k_fresh ignores
+    acc (kb, or none when acc holds partial sums to continue)."""
+    for k in range(kb, ke):
+        s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
+        tlx.barrier_wait(full_a[s + STAGES * cid], p)
+        tlx.barrier_wait(full_b[s], p)
+        a_op = tlx.local_trans(a_bufs[s + STAGES * cid]) if A_T else a_bufs[s + STAGES * cid]
+        b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
+        acc = tlx.async_dot(a_op, b_op, acc, use_acc=k != k_fresh if NO_ZERO_FILL else None)
+        acc = tlx.async_dot_wait(1, acc)
+        if k > kb:                                                   # wgmma cnt-1 retired
+            prev = (cnt - 1) % STAGES
+            tlx.barrier_arrive(empty_a[prev + STAGES * cid])
+            tlx.barrier_arrive(empty_b[prev])
+        cnt += 1
+    acc = tlx.async_dot_wait(0, acc)
+    last = (cnt - 1) % STAGES
+    tlx.barrier_arrive(empty_a[last + STAGES * cid])
+    tlx.barrier_arrive(empty_b[last])
+    return acc, cnt
+
+
+@tlx.jit
+def store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF: tl.constexpr, BN: tl.constexpr,
+               HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    """Consumer `cid`'s half of a finished tile: epilogue, then a TMA store through its staging buffer
+    (left running: the next tile's main loop overlaps it)."""
+    acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
+    tlx.async_descriptor_store_wait(0)                       # tile t-1's store has read c_bufs
+    tlx.local_store(c_bufs[cid], acc.to(tlx.dtype_of(c_desc)))
+    tlx.fence_async_shared()
+    tlx.async_descriptor_store(c_desc, c_bufs[cid], [off_m + cid * HALF, off_n])
+
+
+@tlx.jit
+def stream_k_range(SK_TILES, k_tiles, NUM_SMS: tl.constexpr):
+    """Stream-K: this program's K steps [u0, u1) of the last SK_TILES tiles laid end to end (tile-major),
+    an equal share each. With SK_TILES >= NUM_SMS a share spans at least a tile, so a tile has at most
+    two owners: the program whose share ends inside it (its first K steps) and the next one."""
+    units = SK_TILES * k_tiles
+    pid = tl.program_id(0)
+    return pid * units // NUM_SMS, (pid + 1) * units // NUM_SMS
+
+
+@tlx.jit
+def partial_offsets(acc, slot, HALF: tl.constexpr, BN: tl.constexpr):
+    """Element offsets of workspace slot `slot` in the accumulator's own (wgmma) layout. Adding the
+    accumulator's bits AND 0 gives the index tensor that layout (LLVM folds the AND away); an index
+    tensor without one would be given the coalesced store layout, and the 64 KB accumulator would
+    be converted to it through shared memory, which the ring leaves no room for. Only the same
+    threads read the workspace back, in the same layout."""
+    rows = tl.arange(0, HALF)
+    cols = tl.arange(0, BN)
+    return slot * (HALF * BN) + rows[:, None] * BN + cols[None, :] + (acc.to(tl.int32, bitcast=True) & 0)
+
+
+@tlx.jit
+def share_partial(acc, ws_ptr, flags_ptr, slot, cid, HALF: tl.constexpr, BN: tl.constexpr):
+    """Stream-K: the first K steps of a tile that the next program finishes: the partial sums to the
+    workspace slot, then its flag, released once every thread of the warp group has stored."""
+    tl.store(ws_ptr + partial_offsets(acc, slot, HALF, BN), acc)
+    tlx.named_barrier_wait(10 + cid, 128)
+    tl.atomic_xchg(flags_ptr + slot, 1, sem="release", scope="gpu")
+
+
+@tlx.jit
+def take_partial(acc, ws_ptr, flags_ptr, slot, taken, HALF: tl.constexpr, BN: tl.constexpr):
+    """Stream-K, before a tile's K steps: when `taken` (the previous program began the tile), its partial
+    sums become the accumulator (loaded in its place: adding them after the steps would hold two
+    64 x BN tiles in registers); else zeros, which the segment's first wgmma ignores. That program
+    computed the partial first in its share, so the wait is short and never circular. The flag is
+    cleared for the next launch. Straight-line code (masked, not branched): a branch that defined the
+    accumulator on one path made ptxas serialize every wgmma (C7515)."""
+    while (tl.atomic_add(flags_ptr + slot, 0, sem="acquire", scope="gpu") == 0) & taken:
+        pass
+    acc = tl.load(ws_ptr + partial_offsets(acc, slot, HALF, BN), mask=taken, other=0.0, cache_modifier=".cg")
+    tl.atomic_xchg(flags_ptr + slot, 0, mask=taken, sem="relaxed", scope="gpu")
+    return acc
+
+
+@tlx.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr, M, N, K, SK_TILES,
+                             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+                             GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+                             HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
+                             STREAM_K: tl.constexpr):
     """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
     program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
     A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
@@ -181,9 +286,16 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.c
     NO_ZERO_FILL: the first wgmma of a tile does not accumulate (use_acc false at k = 0), so the
     accumulator is zeroed once per program instead of once per tile (ptxas zeroed it twice per tile, on
     two paths: 128 CS2R per thread). Right for K > 0 only (a tile without wgmmas would store the
-    previous one), which the TMA descriptors already require."""
-    dtype = tlx.dtype_of(a_desc)
+    previous one), which the TMA descriptors already require.
+    STREAM_K: the last SK_TILES tiles (the partial last wave plus one full wave, host-chosen) are not
+    dealt whole: their K steps are split evenly over all programs (stream_k_range), so every SM
+    finishes at nearly the same time. A tile split between programs p and p+1 is finished by p+1 with
+    p's partial sums from an fp32 workspace (share_partial / take_partial). Each program walks its
+    share from its last tile down, so p writes its partial before anything else and p+1 reads it
+    last: a program waits only on the one before it, which is resident (one program per SM) or
+    already done (the CPU simulator runs programs in order)."""
     c_dtype = tlx.dtype_of(c_desc)
+    dtype = tlx.dtype_of(a_desc)
     HALF: tl.constexpr = BM // 2
     if A_T:
         a_bufs = tlx.local_alloc((BK, HALF), dtype, 2 * STAGES)
@@ -199,55 +311,51 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.c
     empty_a = tlx.alloc_barriers(2 * STAGES)
     empty_b = tlx.alloc_barriers(STAGES, arrive_count=2)
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    dp_tiles = num_tiles - SK_TILES if STREAM_K else num_tiles
     k_tiles = tl.cdiv(K, BK)
     first = tl.program_id(0)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cnt = 0
-            for tile in range(first, num_tiles, NUM_SMS):
+            for tile in range(first, dp_tiles, NUM_SMS):
                 off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
-                for k in range(k_tiles):
-                    s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
-                    for h in tl.static_range(2):
-                        tlx.barrier_wait(empty_a[s + STAGES * h], p ^ 1)
-                        tlx.barrier_expect_bytes(full_a[s + STAGES * h], HALF * BK * tlx.size_of(dtype))
-                        load_tile(a_desc, a_bufs[s + STAGES * h], off_m + h * HALF, k * BK, full_a[s + STAGES * h],
-                                  A_T)
-                    tlx.barrier_wait(empty_b[s], p ^ 1)
-                    tlx.barrier_expect_bytes(full_b[s], BK * BN * tlx.size_of(dtype))
-                    load_tile(b_desc, b_bufs[s], k * BK, off_n, full_b[s], B_T)
-                    cnt += 1
+                cnt = load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m, off_n,
+                                   0, k_tiles, cnt, HALF, BK, BN, STAGES, A_T, B_T)
+            if STREAM_K:
+                u0, u1 = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
+                for i in range((u1 - 1) // k_tiles - u0 // k_tiles + 1):
+                    t = (u1 - 1) // k_tiles - i                          # the share's last tile first
+                    off_m, off_n = grouped_tile(dp_tiles + t, M, N, BM, BN, GROUP_M)
+                    cnt = load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m,
+                                       off_n, tl.maximum(u0 - t * k_tiles, 0), tl.minimum(u1 - t * k_tiles, k_tiles),
+                                       cnt, HALF, BK, BN, STAGES, A_T, B_T)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
             cnt = 0
             if NO_ZERO_FILL:                     # zeroed once: each tile's first wgmma ignores it
                 acc = tl.zeros((HALF, BN), dtype=tl.float32)
-            for tile in range(first, num_tiles, NUM_SMS):
+            for tile in range(first, dp_tiles, NUM_SMS):
                 off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
                 if not NO_ZERO_FILL:
                     acc = tl.zeros((HALF, BN), dtype=tl.float32)
-                for k in range(k_tiles):
-                    s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
-                    tlx.barrier_wait(full_a[s + STAGES * cid], p)
-                    tlx.barrier_wait(full_b[s], p)
-                    a_op = tlx.local_trans(a_bufs[s + STAGES * cid]) if A_T else a_bufs[s + STAGES * cid]
-                    b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
-                    acc = tlx.async_dot(a_op, b_op, acc, use_acc=k > 0 if NO_ZERO_FILL else None)
-                    acc = tlx.async_dot_wait(1, acc)
-                    if k > 0:                                            # wgmma cnt-1 retired
-                        prev = (cnt - 1) % STAGES
-                        tlx.barrier_arrive(empty_a[prev + STAGES * cid])
-                        tlx.barrier_arrive(empty_b[prev])
-                    cnt += 1
-                acc = tlx.async_dot_wait(0, acc)
-                last = (cnt - 1) % STAGES
-                tlx.barrier_arrive(empty_a[last + STAGES * cid])
-                tlx.barrier_arrive(empty_b[last])
-                acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
-                tlx.async_descriptor_store_wait(0)                       # tile t-1's store has read c_bufs
-                tlx.local_store(c_bufs[cid], acc.to(c_dtype))
-                tlx.fence_async_shared()
-                tlx.async_descriptor_store(c_desc, c_bufs[cid], [off_m + cid * HALF, off_n])
+                acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, 0, k_tiles, 0, cnt,
+                                       cid, STAGES, A_T, B_T, NO_ZERO_FILL)
+                store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION)
+            if STREAM_K:
+                u0, u1 = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
+                for i in range((u1 - 1) // k_tiles - u0 // k_tiles + 1):
+                    t = (u1 - 1) // k_tiles - i
+                    off_m, off_n = grouped_tile(dp_tiles + t, M, N, BM, BN, GROUP_M)
+                    kb = tl.maximum(u0 - t * k_tiles, 0)
+                    ke = tl.minimum(u1 - t * k_tiles, k_tiles)
+                    acc = take_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, kb > 0, HALF, BN)
+                    acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke,
+                                           -1 if kb > 0 else kb, cnt, cid, STAGES, A_T, B_T, NO_ZERO_FILL)
+                    if ke < k_tiles:                                     # the next program finishes it
+                        share_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, cid, HALF, BN)
+                    else:
+                        store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS,
+                                   ACTIVATION)
             tlx.async_descriptor_store_wait(0)
 
 
@@ -349,6 +457,7 @@ class Config:
     #                       K split over SPLIT_K programs per tile, 0 = as many as fill the GPU
     PIN_PROLOGUE: bool = False   # "pingpong": tile prologue above the turn wait (gemm-run6: no change alone)
     NO_ZERO_FILL: bool = False   # persistent kernels: no per-tile accumulator zeroing (gemm-run6: 0-3%)
+    STREAM_K: bool = False       # "persistent": the last wave's K steps spread over every SM (stream_k_tiles)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -363,11 +472,16 @@ class Config:
             raise ConfigRejected(f"gemm.Config: 'PIN_PROLOGUE' is the pingpong kernel's, got {self.kernel!r}")
         if self.NO_ZERO_FILL and self.kernel not in PERSISTENT:
             raise ConfigRejected(f"gemm.Config: 'NO_ZERO_FILL' needs a persistent kernel, got {self.kernel!r}")
+        if self.STREAM_K and (self.kernel != "persistent" or not self.NO_ZERO_FILL):
+            raise ConfigRejected(f"gemm.Config: 'STREAM_K' needs the persistent kernel with NO_ZERO_FILL (the "
+                                 f"accumulator carried from tile to tile), got {self.kernel!r}, "
+                                 f"NO_ZERO_FILL={self.NO_ZERO_FILL}")
 
     def name(self) -> str:
         split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
         group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
-        flags = ("-pin" if self.PIN_PROLOGUE else "") + ("-noacc0" if self.NO_ZERO_FILL else "")
+        flags = ("-pin" if self.PIN_PROLOGUE else "") + ("-noacc0" if self.NO_ZERO_FILL else "") + \
+            ("-streamk" if self.STREAM_K else "")
         return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}{flags}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
@@ -408,7 +522,9 @@ def configs() -> list[Config]:
             # SASS-study fixes beside their plain configs above (docs/sass_studies.md, GEMM; gemm-run6)
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True),
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
-            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
+            # the partial last wave's K steps spread over every SM (4096^3: 3.88 waves of 128x256 tiles)
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, STREAM_K=True)]
 
 
 def column_major(t) -> bool:
@@ -469,14 +585,39 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
         sms = programs or num_sms(a.device)
         meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation,
                     NO_ZERO_FILL=cfg.NO_ZERO_FILL)
+        bias_arg = bias if bias is not None else c
+        grid = (min(tiles, sms),)
         if cfg.kernel == "pingpong":
             meta.update(PIN_PROLOGUE=cfg.PIN_PROLOGUE)
-        return (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K), (min(tiles, sms),), meta
+            return (a_desc, b_desc, c_desc, bias_arg, M, N, K), grid, meta
+        sk_tiles = stream_k_tiles(tiles, sms) if cfg.STREAM_K else 0
+        meta.update(STREAM_K=sk_tiles > 0)
+        ws, flags = stream_k_workspace(sk_tiles, cfg, a.device) if sk_tiles else (c, c)
+        return (a_desc, b_desc, c_desc, bias_arg, ws, flags, M, N, K, sk_tiles), grid, meta
     if bias is not None or activation is not None:
         raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
     if cfg.kernel == "pipelined":                      # one K split: all K tiles, straight into C
         return (a_desc, b_desc, c_desc, M, N, K, triton.cdiv(K, cfg.BK), 0), (tiles, 1), meta
     return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
+
+
+def stream_k_tiles(tiles: int, programs: int) -> int:
+    """How many of the last tiles stream-K spreads over the programs: the partial last wave plus one
+    full wave (so each program's share spans at least a whole tile and a tile has at most two owners),
+    or none when the tiles fill whole waves or fit in one."""
+    tail = tiles % programs
+    return tail + programs if tail and tiles > programs else 0
+
+
+def stream_k_workspace(sk_tiles: int, cfg: Config, device):
+    """An fp32 partial tile per stream-K tile (two halves, one per consumer; only split tiles write
+    theirs) and a zeroed int32 flag per half. Indexed by tile, so the kernel computes a slot's
+    addresses where it uses them (per-program slots were loop-invariant: LLVM hoisted 64 addresses per
+    thread out of the loops and ptxas spilled them). The kernel leaves every flag zero again, so one
+    workspace serves every launch of a prepared matmul (launches on one stream run one at a time)."""
+    import torch
+    ws = torch.empty(sk_tiles * cfg.BM * cfg.BN, dtype=torch.float32, device=device)
+    return ws, torch.zeros(2 * sk_tiles, dtype=torch.int32, device=device)
 
 
 def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=None, backend=None):

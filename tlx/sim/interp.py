@@ -38,6 +38,8 @@ def patched_language():
     scope.set_attr(tl.tensor, "__bool__", lambda self: True if self.handle.data.size != 1  # as the interpreter
                    else bool(np.asarray(self.handle.data).reshape(-1)[0]))
     scope.set_attr(builder, "create_inline_asm", _inline_asm)   # the interpreter refuses every asm block
+    for name in ("create_atomic_rmw", "create_atomic_cas"):       # a spin on global memory must not hang
+        scope.set_attr(builder, name, _spin_checked(getattr(builder, name)))
     try:
         yield
     finally:
@@ -60,6 +62,34 @@ def _inline_asm(asm, constraints, values, types, is_pure, pack):
         from ..errors import TlxUnsupported
         raise TlxUnsupported("tl.inline_asm_elementwise", "sim", f"its PTX instructions return float32, got {dtype}")
     return _AsmResults([TensorHandle(result, tl.float32)])
+
+
+SPIN_LIMIT = 10_000     # identical atomic results in a row at one address: a spin that can never end
+
+
+def _spin_checked(create):
+    """An atomic that counts, per task, how often in a row it returned the same value from the same
+    address. Programs run one after another (earliest first) and a task's atomics do not yield, so a
+    value only a later program (or nothing) would write never comes: report a livelock, not a hang."""
+    def checked(*args):
+        from .errors import LivelockError
+        from .scheduler import _current
+        result = create(*args)
+        task = getattr(_current, "task", None)
+        if task is None:
+            return result
+        ptr = args[1] if len(args) == 6 else args[0]          # rmw (op, ptr, ...), cas (ptr, ...)
+        key = (np.asarray(ptr.data).tobytes(), np.asarray(result.data).tobytes())
+        count = task.async_state.get("spin", (None, 0))
+        count = (key, count[1] + 1 if count[0] == key else 1)
+        task.async_state["spin"] = count
+        if count[1] > SPIN_LIMIT:
+            raise LivelockError(f"{SPIN_LIMIT} atomics in a row read the same value from one global address: a "
+                                "spin-wait that nothing will end (programs run one after another, earliest first; "
+                                "on the GPU it waits on a later program, which may not be resident)",
+                                task.program.site(task, "atomic"))
+        return result
+    return checked
 
 
 def set_grid(grid: tuple[int, int, int]) -> None:
