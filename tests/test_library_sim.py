@@ -246,3 +246,12 @@ def test_stream_k_gemm(M, N, K, programs, bt, act):
         gemm.KERNELS["persistent"][grid](*args, backend="sim", sim_options=SimOptions(schedules=2), **meta)
         assert rel_err(c, ref) <= 1e-2
         assert not flags.any()
+
+
+def test_gemm_config_over_shared_memory_is_rejected():
+    """An explicit configuration whose ring and fp32 C tile exceed shared memory: a clear error naming
+    the config and the bytes, not the compiler's out-of-resources failure at launch."""
+    from tlx.errors import ConfigRejected
+    a, b = torch.randn(256, 256, dtype=torch.bfloat16), torch.randn(256, 256, dtype=torch.bfloat16)
+    with pytest.raises(ConfigRejected, match=r"persistent-128x256x64s3w4.*278528 bytes.*float32"):
+        gemm.matmul(a, b, gemm.Config("persistent", 128, 256, 64, 3), out_dtype=torch.float32, backend="sim")

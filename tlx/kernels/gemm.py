@@ -2,7 +2,9 @@
 
 Kernels behind one host wrapper (`matmul`), a table (`default_config`) picks one per shape:
 - `matmul_persistent_kernel`: persistent, warp-specialized, cooperative: a TMA producer task and two
-  consumer warp groups that each own half of every 128-row tile.
+  consumer warp groups that each own half of every 128-row tile. With `Config.STREAM_K` the last
+  wave's tiles are split by K steps over every program (stream-K) and finished through an fp32
+  workspace and global flags.
 - `matmul_pingpong_kernel`: persistent, warp-specialized; the consumers own whole tiles, alternately.
 - `matmul_ws_kernel`: warp-specialized, one tile per program (the TLX_API.md example).
 - `matmul_pipelined_kernel`: no warp specialization; a STAGES-deep TMA ring issued ahead of the
@@ -457,7 +459,8 @@ class Config:
     #                       K split over SPLIT_K programs per tile, 0 = as many as fill the GPU
     PIN_PROLOGUE: bool = False   # "pingpong": tile prologue above the turn wait (gemm-run6: no change alone)
     NO_ZERO_FILL: bool = False   # persistent kernels: no per-tile accumulator zeroing (gemm-run6: 0-3%)
-    STREAM_K: bool = False       # "persistent": the last wave's K steps spread over every SM (stream_k_tiles)
+    STREAM_K: bool = False       # "persistent": the last wave's K steps spread over every SM (stream_k_tiles;
+    #                              gemm-run8: 2-27% slower than without, so no default uses it)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -522,9 +525,9 @@ def configs() -> list[Config]:
             # SASS-study fixes beside their plain configs above (docs/sass_studies.md, GEMM; gemm-run6)
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True),
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
-            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
-            # the partial last wave's K steps spread over every SM (4096^3: 3.88 waves of 128x256 tiles)
-            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, STREAM_K=True)]
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
+# Not a candidate: STREAM_K on the g16 NO_ZERO_FILL config ran 2-7% below it where it applies (4096^3 -7%,
+# 16384x2048x4096 -2%) and 27% below at 4096x4096x512 (gemm-run8); it stays an option.
 
 
 def column_major(t) -> bool:
@@ -570,6 +573,11 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     that each walks several tiles."""
     M, K = a.shape
     N = b.shape[1]
+    need = cfg.shared_bytes(a.element_size(), c.element_size())
+    if need > SHARED_LIMIT:
+        raise ConfigRejected(f"gemm: {cfg.name()} needs {need} bytes of shared memory with a {c.dtype} output, "
+                             f"more than the {SHARED_LIMIT} a block may use (fewer STAGES, a smaller BN, or a 16-bit "
+                             "output)")
     rows = cfg.BM // 2 if cfg.kernel in ("persistent", "ws") else cfg.BM
     a_t, b_t = column_major(a), column_major(b)
     if (a_t or b_t) and cfg.kernel not in PERSISTENT:
