@@ -96,22 +96,20 @@ def exp2_poly(x):
 
 
 @tlx.jit
-def softmax_exp2(x, POLY_EXP2: tl.constexpr):
-    """exp2 of a [rows, BN] score tile. POLY_EXP2: a quarter of it by exp2_poly, so the FMA pipes take
-    part of the MUFU's work (at D=64 there is one exp per 64 multiply-adds of the tensor cores: the
-    MUFU is as busy as they are); a quarter balances the MUFU's 8 cycles per warp against exp2_poly's 8
-    instructions. Every reshape, permute and split moves only registers: a wgmma accumulator thread
-    holds two adjacent columns in each 8-column chunk, every chunk; the quarter is the second column of
-    every odd chunk."""
-    if POLY_EXP2:
-        R: tl.constexpr = x.shape[0]
-        N: tl.constexpr = x.shape[1]
-        even, odd = tl.split(tl.permute(tl.reshape(x, (R, N // 16, 2, 8)), (0, 1, 3, 2)))   # by chunk parity
-        first, second = tl.split(tl.reshape(odd, (R, N // 16, 4, 2)))                         # by column pair
-        odd = tl.reshape(tl.join(tl.exp2(first), exp2_poly(second)), (R, N // 16, 8))
-        return tl.reshape(tl.permute(tl.join(tl.exp2(even), odd), (0, 1, 3, 2)), (R, N))
-    else:
-        return tl.exp2(x)
+def exp2_quarter_poly(x):
+    """exp2 of a [rows, BN] score tile with a quarter of it by exp2_poly (POLY_EXP2), so the FMA pipes
+    take part of the MUFU's work (at D=64 there is one exp per 64 multiply-adds of the tensor cores);
+    a quarter balances the MUFU's 8 cycles per warp against exp2_poly's 8 instructions. Every
+    reshape, permute and split moves only registers: a wgmma accumulator thread holds two adjacent
+    columns in each 8-column chunk, every chunk; the quarter is the second column of every odd chunk.
+    Call sites keep a plain tl.exp2 without POLY_EXP2: routing it through a helper changed ptxas's
+    register allocation of the default kernels."""
+    R: tl.constexpr = x.shape[0]
+    N: tl.constexpr = x.shape[1]
+    even, odd = tl.split(tl.permute(tl.reshape(x, (R, N // 16, 2, 8)), (0, 1, 3, 2)))   # by chunk parity
+    first, second = tl.split(tl.reshape(odd, (R, N // 16, 4, 2)))                         # by column pair
+    odd = tl.reshape(tl.join(tl.exp2(first), exp2_poly(second)), (R, N // 16, 8))
+    return tl.reshape(tl.permute(tl.join(tl.exp2(even), odd), (0, 1, 3, 2)), (R, N))
 
 
 @tlx.jit
@@ -211,7 +209,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
         qk = tlx.async_dot_wait(0, qk)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
-            prob = softmax_exp2(qk * scale - m_new[:, None], POLY_EXP2)
+            x = qk * scale - m_new[:, None]
+            prob = exp2_quarter_poly(x) if POLY_EXP2 else tl.exp2(x)
         else:
             qk = transform_scores(qk, a, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
             m_new = tl.maximum(m_i, tl.max(qk, 1))
@@ -245,7 +244,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
             if LAZY_RESCALE:
                 m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
                 rescale = (tl.max(m_new - m_i, 0) > 0).to(tl.int32)   # needed only before the next P V
-            prob = softmax_exp2(qk * qk_scale - m_new[:, None], POLY_EXP2 and SCORE_MOD is None)   # (no -inf)
+            x = qk * qk_scale - m_new[:, None]
+            prob = exp2_quarter_poly(x) if POLY_EXP2 and SCORE_MOD is None else tl.exp2(x)   # (mods: -inf)
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha + tl.sum(prob, 1)
             p_new = prob
@@ -292,7 +292,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     softmax). The branch needs one flag for the warp group: a reduction over its rows through shared
     memory, which only the rescale waits for, not the exps. m_i and l_i stay consistent: the output
     and LSE are exact.
-    POLY_EXP2 (unmasked plain blocks): a quarter of the exps by polynomial (softmax_exp2); masked
+    POLY_EXP2 (unmasked plain blocks): a quarter of the exps by polynomial (exp2_quarter_poly); masked
     blocks keep the MUFU's exact 0 for -inf."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
@@ -307,7 +307,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
         m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
         if LAZY_RESCALE:                                 # a row keeps its max until it runs 2^8 ahead
             m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
-        prob = softmax_exp2(qk * scale - m_new[:, None], POLY_EXP2)
+        x = qk * scale - m_new[:, None]
+        prob = exp2_quarter_poly(x) if POLY_EXP2 else tl.exp2(x)
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(prob, 1)
         if LAZY_RESCALE:                                 # any row of the warp group moved: one branch for all
