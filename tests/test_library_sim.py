@@ -255,3 +255,21 @@ def test_gemm_config_over_shared_memory_is_rejected():
     a, b = torch.randn(256, 256, dtype=torch.bfloat16), torch.randn(256, 256, dtype=torch.bfloat16)
     with pytest.raises(ConfigRejected, match=r"persistent-128x256x64s3w4.*278528 bytes.*float32"):
         gemm.matmul(a, b, gemm.Config("persistent", 128, 256, 64, 3), out_dtype=torch.float32, backend="sim")
+
+
+def test_gemm_trace_stamps_every_phase():
+    """TRACE: each consumer stamps its start, its data-parallel end and every stream-K segment in
+    order; bench/gemm_trace.py turns them into Chrome-trace phases (10 tiles on 3 programs: 6
+    data-parallel, 4 stream-K over 3 shares)."""
+    from bench.gemm_trace import phases, summary, traced_run
+    a, b = torch.randn(640, 640, dtype=torch.bfloat16), torch.randn(640, 512, dtype=torch.bfloat16)
+    cfg = gemm.Config("persistent", 128, 256, 64, 2, NO_ZERO_FILL=True, STREAM_K=True)
+    c, trace = traced_run(a, b, cfg, programs=3, backend="sim")
+    assert rel_err(c, a.double() @ b.double()) <= 1e-2
+    for prog in trace.tolist():
+        for stamps in prog:
+            seen = [v for v in stamps if v >= 0]
+            assert stamps[0] >= 0 and stamps[1] >= 0 and stamps[-1] >= 0 and seen == sorted(seen)
+    names = {e["name"] for e in phases(trace)}
+    assert {"data-parallel tiles", "segment 0: K steps", "segment 1: wait for partial"} <= names
+    assert summary(trace)["span_us"] > 0

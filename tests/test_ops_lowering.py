@@ -14,6 +14,7 @@ def _named_and_misc(x_ptr, out_ptr, BAR: tl.constexpr):
         with tlx.async_task("default"):
             tlx.named_barrier_arrive(BAR, 256)
             tl.store(out_ptr + tlx.thread_id(0), tlx.clock64().to(tl.float32))
+            tl.store(out_ptr + 256 + tlx.thread_id(0), tlx.globaltimer().to(tl.float32))
         with tlx.async_task(num_warps=4):
             tlx.named_barrier_wait(BAR, 256)
             tlx.fence("gpu")
@@ -21,9 +22,9 @@ def _named_and_misc(x_ptr, out_ptr, BAR: tl.constexpr):
 
 
 def test_named_barriers_thread_id_clock_fence():
-    ptx = tlx.compile(_named_and_misc, torch.empty(8), torch.empty(256), BAR=9).asm["ptx"]
+    ptx = tlx.compile(_named_and_misc, torch.empty(8), torch.empty(384), BAR=9).asm["ptx"]
     assert re.search(r"bar\.arrive 9, 256", ptx) and re.search(r"bar\.sync 9, 256", ptx)
-    assert "%tid.x" in ptx and "%clock64" in ptx and "fence.acq_rel.gpu" in ptx
+    assert "%tid.x" in ptx and "%clock64" in ptx and "%globaltimer" in ptx and "fence.acq_rel.gpu" in ptx
 
 
 def test_named_barrier_ids_used_by_the_region_are_refused():

@@ -15,7 +15,7 @@ from .language.mma import async_dot, async_dot_wait
 from .language.tasks import async_task, async_task_replica_id, async_tasks
 from .language.tma import (async_descriptor_load, async_descriptor_store, async_descriptor_store_wait, async_load,
                            async_load_commit_group, async_load_wait_group)
-from .language.utility import clock64, dtype_of, dump_layout, require_layout, size_of, thread_id
+from .language.utility import clock64, dtype_of, dump_layout, globaltimer, require_layout, size_of, thread_id
 from .version import __version__
 
 
@@ -31,7 +31,7 @@ __all__ = [
     "async_descriptor_store_wait", "async_dot", "async_dot_wait", "async_load", "async_load_commit_group",
     "async_load_wait_group", "async_task", "async_task_replica_id", "async_tasks", "barrier_arrive",
     "barrier_expect_bytes", "barrier_wait", "clock64", "cluster_barrier", "cluster_cta_rank", "cluster_size_1d",
-    "compile", "dtype_of", "dump_layout", "fence", "fence_async_shared", "jit", "local_alloc", "local_load",
-    "local_reshape", "local_slice", "local_store", "local_trans", "local_view", "named_barrier_arrive",
+    "compile", "dtype_of", "dump_layout", "fence", "fence_async_shared", "globaltimer", "jit", "local_alloc",
+    "local_load", "local_reshape", "local_slice", "local_store", "local_trans", "local_view", "named_barrier_arrive",
     "named_barrier_wait", "remote_view", "require_layout", "size_of", "storage_kind", "thread_id", "warp_spec",
 ]

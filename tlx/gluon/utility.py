@@ -18,6 +18,11 @@ def _clock64(ctx):
     return inline_ptx(ctx, "mov.u64 $0, %clock64;", dtype=gl.int64, constraint="=l")
 
 
+@gluon_rule("globaltimer")
+def _globaltimer(ctx):
+    return inline_ptx(ctx, "mov.u64 $0, %globaltimer;", dtype=gl.int64, constraint="=l")
+
+
 @gluon_rule("dtype_of")
 def _dtype_of(ctx, x):
     if hasattr(x, "block_type"):

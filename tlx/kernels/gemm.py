@@ -275,12 +275,24 @@ def take_partial(acc, ws_ptr, flags_ptr, slot, taken, HALF: tl.constexpr, BN: tl
     return acc
 
 
+TRACE_SLOTS = 16   # stamps per consumer: start, data-parallel end, 3 per stream-K segment (4 at most), end
+
+
 @tlx.jit
-def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr, M, N, K, SK_TILES,
+def stamp(trace_ptr, cid, slot, TRACE: tl.constexpr):
+    """TRACE: the global nanosecond timer into trace[program, consumer, slot] (bench/gemm_trace.py reads
+    it); slots past the end are dropped."""
+    if TRACE:
+        tl.store(trace_ptr + (tl.program_id(0) * 2 + cid) * TRACE_SLOTS + slot, tlx.globaltimer(),
+                 mask=slot < TRACE_SLOTS)
+
+
+@tlx.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr, trace_ptr, M, N, K, SK_TILES,
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
                              GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                              HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
-                             STREAM_K: tl.constexpr):
+                             STREAM_K: tl.constexpr, TRACE: tl.constexpr):
     """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
     program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
     A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
@@ -295,7 +307,9 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     p's partial sums from an fp32 workspace (share_partial / take_partial). Each program walks its
     share from its last tile down, so p writes its partial before anything else and p+1 reads it
     last: a program waits only on the one before it, which is resident (one program per SM) or
-    already done (the CPU simulator runs programs in order)."""
+    already done (the CPU simulator runs programs in order).
+    TRACE: each consumer stamps the global timer into trace_ptr (stamp): its start, the end of its
+    data-parallel tiles, each stream-K segment's start, partial taken and K steps done, its end."""
     c_dtype = tlx.dtype_of(c_desc)
     dtype = tlx.dtype_of(a_desc)
     HALF: tl.constexpr = BM // 2
@@ -333,6 +347,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                                        cnt, HALF, BK, BN, STAGES, A_T, B_T)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
+            stamp(trace_ptr, cid, 0, TRACE)
             cnt = 0
             if NO_ZERO_FILL:                     # zeroed once: each tile's first wgmma ignores it
                 acc = tl.zeros((HALF, BN), dtype=tl.float32)
@@ -343,6 +358,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                 acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, 0, k_tiles, 0, cnt,
                                        cid, STAGES, A_T, B_T, NO_ZERO_FILL)
                 store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION)
+            stamp(trace_ptr, cid, 1, TRACE)
             if STREAM_K:
                 u0, u1 = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
                 for i in range((u1 - 1) // k_tiles - u0 // k_tiles + 1):
@@ -350,15 +366,19 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                     off_m, off_n = grouped_tile(dp_tiles + t, M, N, BM, BN, GROUP_M)
                     kb = tl.maximum(u0 - t * k_tiles, 0)
                     ke = tl.minimum(u1 - t * k_tiles, k_tiles)
+                    stamp(trace_ptr, cid, 2 + 3 * i, TRACE)
                     acc = take_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, kb > 0, HALF, BN)
+                    stamp(trace_ptr, cid, 3 + 3 * i, TRACE)
                     acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke,
                                            -1 if kb > 0 else kb, cnt, cid, STAGES, A_T, B_T, NO_ZERO_FILL)
+                    stamp(trace_ptr, cid, 4 + 3 * i, TRACE)
                     if ke < k_tiles:                                     # the next program finishes it
                         share_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, cid, HALF, BN)
                     else:
                         store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS,
                                    ACTIVATION)
             tlx.async_descriptor_store_wait(0)
+            stamp(trace_ptr, cid, TRACE_SLOTS - 1, TRACE)
 
 
 @tlx.jit
@@ -567,10 +587,13 @@ def check_operands(a, b, bias=None, activation=None, out_dtype=None) -> None:
         raise ValueError(f"tlx.matmul: 'out_dtype' must be the input dtype {a.dtype} or float32, got {out_dtype}")
 
 
-def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int | None = None):
+def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int | None = None, trace=None):
     """Descriptors, grid and constexprs of one launch (the simulator and the GPU share them).
     `programs`: persistent kernels' program count (default: one per SM); tests use few programs so
-    that each walks several tiles."""
+    that each walks several tiles. `trace`: an int64 tensor of programs x 2 x TRACE_SLOTS the
+    persistent kernel stamps its phases into (`stamp`; bench/gemm_trace.py)."""
+    if trace is not None and cfg.kernel != "persistent":
+        raise ConfigRejected(f"gemm: 'trace' is the persistent kernel's, got {cfg.kernel!r}")
     M, K = a.shape
     N = b.shape[1]
     need = cfg.shared_bytes(a.element_size(), c.element_size())
@@ -599,9 +622,13 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
             meta.update(PIN_PROLOGUE=cfg.PIN_PROLOGUE)
             return (a_desc, b_desc, c_desc, bias_arg, M, N, K), grid, meta
         sk_tiles = stream_k_tiles(tiles, sms) if cfg.STREAM_K else 0
-        meta.update(STREAM_K=sk_tiles > 0)
+        if trace is not None and (str(trace.dtype) != "torch.int64" or trace.numel() < sms * 2 * TRACE_SLOTS):
+            raise ValueError(f"gemm.launch_args: 'trace' must be int64 with {sms} x 2 x {TRACE_SLOTS} elements, got "
+                             f"{trace.dtype} with {trace.numel()}")
+        meta.update(STREAM_K=sk_tiles > 0, TRACE=trace is not None)
         ws, flags = stream_k_workspace(sk_tiles, cfg, a.device) if sk_tiles else (c, c)
-        return (a_desc, b_desc, c_desc, bias_arg, ws, flags, M, N, K, sk_tiles), grid, meta
+        return (a_desc, b_desc, c_desc, bias_arg, ws, flags, c if trace is None else trace, M, N, K, sk_tiles), \
+            grid, meta
     if bias is not None or activation is not None:
         raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
     if cfg.kernel == "pipelined":                      # one K split: all K tiles, straight into C

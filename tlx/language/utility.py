@@ -17,6 +17,12 @@ def clock64(v):
 
 
 @tlx_op
+def globaltimer(v):
+    """The GPU's 64-bit nanosecond timer (%globaltimer): one time base for every SM, unlike clock64,
+    so stamps from different programs line up on one timeline."""
+
+
+@tlx_op
 def dtype_of(v, x):
     """The element dtype of a tensor, buffer or descriptor (compile-time)."""
 

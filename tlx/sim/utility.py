@@ -1,6 +1,8 @@
 """Simulator rules for utilities: thread ids, clocks, dtype facts, layout introspection."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import triton.language as tl
 
@@ -21,6 +23,15 @@ def _thread_id(ctx: OpContext, axis):
 def _clock64(ctx: OpContext):
     ctx.program.cycles += 1   # monotonic per program instance; not a model of real cycle counts
     return interp.make_tensor(np.array(ctx.program.cycles, dtype=np.int64), tl.int64)
+
+
+_GLOBAL_TICKS = itertools.count(1)
+
+
+@sim_rule("globaltimer")
+def _globaltimer(ctx: OpContext):
+    # one counter for every program of every launch (they run one after another): stamps stay ordered
+    return interp.make_tensor(np.array(next(_GLOBAL_TICKS), dtype=np.int64), tl.int64)
 
 
 @sim_rule("dtype_of")
