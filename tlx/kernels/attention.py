@@ -516,7 +516,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
     buffers, so the next tile's Q (and the producer's K/V, across the tile boundary) land while this
     tile runs instead of after its output store (short tiles waited for it at every tile).
-    OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups;
+    OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups (a
+    parameter, not derived here: the task splitter reads `replicate=` before the body's constexprs);
     O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY see Config."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
