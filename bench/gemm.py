@@ -61,7 +61,8 @@ def bench_shape(shape, dtype, configs, rounds: int):
     row["cublas_tflops"] = tflops(shape, row["cublas_ms"])
     for name in runs:
         if name != "cublas":
-            row[name].update(ms=statistics.median(eager[name]), tflops=tflops(shape, statistics.median(eager[name])))
+            ms = statistics.median(eager[name])
+            row[name].update(ms=ms, tflops=tflops(shape, ms))
     if "default" in graph:
         row["default"]["graph_ms"] = statistics.median(graph["default"])
         row["default_ratio"] = row["cublas_ms"] / row["default"]["ms"]

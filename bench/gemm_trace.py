@@ -2,8 +2,8 @@
 base for all SMs) turned into a per-phase summary and a Chrome trace (open it in ui.perfetto.dev or
 chrome://tracing: a process per program, a thread per consumer warp group).
     PYTHONPATH=. python3 bench/gemm_trace.py --out DIR [--shapes 4096x4096x4096,4096x4096x512] [--dtype bfloat16]
-Each shape runs the persistent 128x256 g16 NO_ZERO_FILL kernel with and without STREAM_K (checked
-against torch first), then once more with stamps. Phases per consumer: its data-parallel tiles, and
+Each shape runs the persistent 128x256 g16 NO_ZERO_FILL kernel with and without STREAM_K, three
+stamped launches each (compile, warm-up), the last checked against torch and kept. Phases per consumer: its data-parallel tiles, and
 per stream-K segment: the wait for the previous program's partial, the K steps, the store or the
 partial's hand-off (until the next segment or the end)."""
 from __future__ import annotations
@@ -16,11 +16,16 @@ import statistics
 from tlx.kernels import gemm
 
 
+def earliest(stamps: list) -> int:
+    """The first stamp of a [programs][2][TRACE_SLOTS] list (-1 = never stamped): the timeline's zero."""
+    return min(v for prog in stamps for cons in prog for v in cons if v >= 0)
+
+
 def phases(trace) -> list[dict]:
     """Chrome-trace complete events ("ph": "X", microseconds from the earliest stamp) from a
     [programs, 2, TRACE_SLOTS] int64 stamp tensor (-1 = never stamped)."""
     t = trace.tolist()
-    t0 = min(v for prog in t for cons in prog for v in cons if v >= 0)
+    t0 = earliest(t)
     events = []
 
     def add(name, pid, tid, start, end):
@@ -50,7 +55,7 @@ def summary(trace) -> dict:
     for e in events:
         by_name.setdefault(e["name"], []).append(e["dur"])
     t = trace.tolist()
-    t0 = min(v for prog in t for cons in prog for v in cons if v >= 0)
+    t0 = earliest(t)
     ends = [(cons[-1] - t0) / 1e3 for prog in t for cons in prog if cons[-1] >= 0]
     return {"span_us": max(ends), "end_spread_us": max(ends) - min(ends),
             "phases_us": {n: {"median": statistics.median(d), "max": max(d), "count": len(d)}
@@ -60,7 +65,7 @@ def summary(trace) -> dict:
 def traced_run(a, b, cfg, programs=None, backend=None):
     """One launch of the persistent kernel with stamps: (C, the [programs, 2, TRACE_SLOTS] stamps)."""
     import torch
-    c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)   # poisoned
     sms = programs or gemm.num_sms(a.device)
     trace = torch.full((sms, 2, gemm.TRACE_SLOTS), -1, dtype=torch.int64, device=a.device)
     args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=programs, trace=trace)

@@ -34,22 +34,30 @@ EPILOGUES = [(False, False, None, None), (True, False, "relu", None), (False, Tr
              (True, True, "silu", torch.float32), (False, False, None, torch.float32)]
 
 
-@pytest.mark.parametrize("at,bt,act,out_dtype", EPILOGUES)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4096, 4000, 1000)], ids=lambda s: "x".join(map(str, s)))
-def test_persistent_transposes_and_epilogues(shape, dtype, at, bt, act, out_dtype):
+def epilogue_problem(shape, dtype, at, bt, act, device="cuda"):
+    """Fresh operands (A and/or B column-major when at/bt), a bias when there is an activation, and the
+    fp32 reference act(A @ B + bias) computed in float64."""
     M, N, K = shape
-    a = torch.randn(K, M, device="cuda", dtype=dtype).T if at else torch.randn(M, K, device="cuda", dtype=dtype)
-    b = torch.randn(N, K, device="cuda", dtype=dtype).T if bt else torch.randn(K, N, device="cuda", dtype=dtype)
-    bias = torch.randn(N, device="cuda", dtype=dtype) if act else None
-    out = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype or dtype)
-    gemm.matmul(a, b, out=out, bias=bias, activation=act, out_dtype=out_dtype)
-    torch.cuda.synchronize()
+    a = torch.randn(K, M, device=device, dtype=dtype).T if at else torch.randn(M, K, device=device, dtype=dtype)
+    b = torch.randn(N, K, device=device, dtype=dtype).T if bt else torch.randn(K, N, device=device, dtype=dtype)
+    bias = torch.randn(N, device=device, dtype=dtype) if act else None
     ref = a.double() @ b.double()
     if bias is not None:
         ref = ref + bias.double()
     ref = {None: ref, "relu": torch.relu(ref), "gelu": torch.nn.functional.gelu(ref),
            "silu": torch.nn.functional.silu(ref)}[act].float()
+    return a, b, bias, ref
+
+
+@pytest.mark.parametrize("at,bt,act,out_dtype", EPILOGUES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4096, 4000, 1000)], ids=lambda s: "x".join(map(str, s)))
+def test_persistent_transposes_and_epilogues(shape, dtype, at, bt, act, out_dtype):
+    M, N, K = shape
+    a, b, bias, ref = epilogue_problem(shape, dtype, at, bt, act)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=out_dtype or dtype)
+    gemm.matmul(a, b, out=out, bias=bias, activation=act, out_dtype=out_dtype)
+    torch.cuda.synchronize()
     assert not torch.isnan(out).any(), "some outputs were never written"
     assert rel_err(out, ref) <= 1e-2
 
@@ -136,11 +144,7 @@ def test_stream_k_matches_reference(shape, dtype, at, bt, act, out_dtype, cfg):
     M, N, K = shape
     if cfg.shared_bytes(2, 4 if out_dtype else 2) > gemm.SHARED_LIMIT:
         cfg = gemm.Config("persistent", 128, 128, 64, 4, NO_ZERO_FILL=True, STREAM_K=True)   # fp32 C tiles
-    a = torch.randn(K, M, device="cuda", dtype=dtype).T if at else torch.randn(M, K, device="cuda", dtype=dtype)
-    b = torch.randn(N, K, device="cuda", dtype=dtype).T if bt else torch.randn(K, N, device="cuda", dtype=dtype)
-    bias = torch.randn(N, device="cuda", dtype=dtype) if act else None
-    ref = a.double().matmul(b.double()) + (0 if bias is None else bias.double())
-    ref = {None: lambda x: x, "relu": torch.relu, "gelu": torch.nn.functional.gelu}[act](ref).float()
+    a, b, bias, ref = epilogue_problem(shape, dtype, at, bt, act)
     tiles = -(-M // cfg.BM) * -(-N // cfg.BN)
     assert gemm.stream_k_tiles(tiles, torch.cuda.get_device_properties(0).multi_processor_count) > 0
     for _ in range(3):

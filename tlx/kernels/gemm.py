@@ -41,6 +41,8 @@ def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.cons
 @tlx.jit
 def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                      STAGES: tl.constexpr, GROUP_M: tl.constexpr):
+    """One tile per program, written out in full as the TLX_API.md example (the persistent kernel shares
+    the same producer and consumer loops as load_k_steps / mma_k_steps)."""
     off_m, off_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
     dtype = tlx.dtype_of(a_desc)
     c_dtype = tlx.dtype_of(c_desc)
@@ -232,11 +234,22 @@ def store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF: tl.con
 @tlx.jit
 def stream_k_range(SK_TILES, k_tiles, NUM_SMS: tl.constexpr):
     """Stream-K: this program's K steps [u0, u1) of the last SK_TILES tiles laid end to end (tile-major),
-    an equal share each. With SK_TILES >= NUM_SMS a share spans at least a tile, so a tile has at most
-    two owners: the program whose share ends inside it (its first K steps) and the next one."""
+    an equal share each, and how many tiles (segments) the share touches. With SK_TILES >= NUM_SMS a
+    share spans at least a tile, so a tile has at most two owners: the program whose share ends inside
+    it (its first K steps) and the next one."""
     units = SK_TILES * k_tiles
     pid = tl.program_id(0)
-    return pid * units // NUM_SMS, (pid + 1) * units // NUM_SMS
+    u0 = pid * units // NUM_SMS
+    u1 = (pid + 1) * units // NUM_SMS
+    return u0, u1, (u1 - 1) // k_tiles - u0 // k_tiles + 1
+
+
+@tlx.jit
+def stream_k_segment(i, u0, u1, k_tiles):
+    """Segment i of the share [u0, u1), its last tile first: (the tile's index among the stream-K tiles,
+    its K steps [kb, ke) in this share)."""
+    t = (u1 - 1) // k_tiles - i
+    return t, tl.maximum(u0 - t * k_tiles, 0), tl.minimum(u1 - t * k_tiles, k_tiles)
 
 
 @tlx.jit
@@ -338,13 +351,12 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                 cnt = load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m, off_n,
                                    0, k_tiles, cnt, HALF, BK, BN, STAGES, A_T, B_T)
             if STREAM_K:
-                u0, u1 = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
-                for i in range((u1 - 1) // k_tiles - u0 // k_tiles + 1):
-                    t = (u1 - 1) // k_tiles - i                          # the share's last tile first
+                u0, u1, segments = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
+                for i in range(segments):
+                    t, kb, ke = stream_k_segment(i, u0, u1, k_tiles)
                     off_m, off_n = grouped_tile(dp_tiles + t, M, N, BM, BN, GROUP_M)
                     cnt = load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m,
-                                       off_n, tl.maximum(u0 - t * k_tiles, 0), tl.minimum(u1 - t * k_tiles, k_tiles),
-                                       cnt, HALF, BK, BN, STAGES, A_T, B_T)
+                                       off_n, kb, ke, cnt, HALF, BK, BN, STAGES, A_T, B_T)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
             cid = tlx.async_task_replica_id()
             stamp(trace_ptr, cid, 0, TRACE)
@@ -360,12 +372,10 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                 store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION)
             stamp(trace_ptr, cid, 1, TRACE)
             if STREAM_K:
-                u0, u1 = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
-                for i in range((u1 - 1) // k_tiles - u0 // k_tiles + 1):
-                    t = (u1 - 1) // k_tiles - i
+                u0, u1, segments = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
+                for i in range(segments):
+                    t, kb, ke = stream_k_segment(i, u0, u1, k_tiles)
                     off_m, off_n = grouped_tile(dp_tiles + t, M, N, BM, BN, GROUP_M)
-                    kb = tl.maximum(u0 - t * k_tiles, 0)
-                    ke = tl.minimum(u1 - t * k_tiles, k_tiles)
                     stamp(trace_ptr, cid, 2 + 3 * i, TRACE)
                     acc = take_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, kb > 0, HALF, BN)
                     stamp(trace_ptr, cid, 3 + 3 * i, TRACE)

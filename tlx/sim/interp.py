@@ -15,6 +15,9 @@ from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 from triton.tools.tensor_descriptor import TensorDescriptor as TritonTensorDescriptor
 
+from .errors import LivelockError
+from .scheduler import _current
+
 TensorHandle = _interp.TensorHandle
 TensorDescHandle = _interp.TensorDescHandle
 builder = _interp.interpreter_builder
@@ -72,8 +75,6 @@ def _spin_checked(create):
     address. Programs run one after another (earliest first) and a task's atomics do not yield, so a
     value only a later program (or nothing) would write never comes: report a livelock, not a hang."""
     def checked(*args):
-        from .errors import LivelockError
-        from .scheduler import _current
         result = create(*args)
         task = getattr(_current, "task", None)
         if task is None:
