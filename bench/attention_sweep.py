@@ -43,7 +43,10 @@ CANDIDATES = {
          "persistent_bn256_obuf_early": C(BN=256, PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
          "persistent_bn128_obuf_early": C(PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
          "b192_pipeline_pingpong_s3_pin_early": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True,
-                                                  P_EARLY=True)},
+                                                  P_EARLY=True),
+         # a K stage refilled once Q K^T has read it (FA3's separate K and V pipelines): two stages suffice
+         "b192_pipeline_pingpong_s2_rk": C(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+         "b192_pipeline_pingpong_s3_rk": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True)},
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
           "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
@@ -57,17 +60,29 @@ CANDIDATES = {
           "persistent_early": C(PERSISTENT=True, P_EARLY=True),
           "persistent_obuf_early": C(PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
           "pipeline_pingpong_pin_early": C(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True),
-          "pipeline_pin_early": C(STAGES=3, PIPELINE=True, PIN_WAIT=True, P_EARLY=True)},
+          "pipeline_pin_early": C(STAGES=3, PIPELINE=True, PIN_WAIT=True, P_EARLY=True),
+          "pipeline_rk": C(STAGES=3, PIPELINE=True, RELEASE_K_EARLY=True),
+          "pipeline_s2_rk": C(STAGES=2, PIPELINE=True, RELEASE_K_EARLY=True),
+          "pipeline_pingpong_rk": C(STAGES=3, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+          "pipeline_s2_pingpong_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+          "persistent_pipeline_s2_pingpong_obuf_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                       O_BUFFER=True, RELEASE_K_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True),
           "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),
-          "bn64_persistent_lazy": C(BN=64, PERSISTENT=True, LAZY_RESCALE=True)},
+          "bn64_persistent_lazy": C(BN=64, PERSISTENT=True, LAZY_RESCALE=True),
+          # K released after Q K^T: a two-stage PIPELINE loop holds V j-1 and K j and still loads ahead
+          "bn64_rk": C(BN=64, RELEASE_K_EARLY=True), "bn64_pingpong_rk": C(BN=64, PINGPONG=True, RELEASE_K_EARLY=True),
+          "bn64_pipeline_rk": C(BN=64, PIPELINE=True, RELEASE_K_EARLY=True),
+          "bn64_pipeline_pingpong_rk": C(BN=64, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+          "bn64_persistent_pipeline_rk": C(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True)},
 }
 # Per-shape candidates, for every head dim: the op's default for (D, S, causal) and the same with one option
 # more (an A/B of that option over the whole default table).
 SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal),
           "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True),
-          "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True)}
+          "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True),
+          "default_rk": lambda D, S, causal: replace(attention.default_config(D, S, causal), RELEASE_K_EARLY=True)}
 
 
 def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:

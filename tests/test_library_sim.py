@@ -180,6 +180,25 @@ def test_attention_lazy_rescale(D, causal, cfg, ramp):
 
 
 
+@pytest.mark.parametrize("D,causal,cfg", [
+    (256, False, attention.Config(BN=64, PIPELINE=True, RELEASE_K_EARLY=True)),
+    (128, True, attention.Config(PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2, RELEASE_K_EARLY=True)),
+    (64, True, attention.Config(BN=64, STAGES=1, PINGPONG=True, RELEASE_K_EARLY=True))],
+    ids=["d256-pipelined", "d128-pipelined-persistent-causal", "d64-one-stage-causal"])
+def test_attention_release_k_early(D, causal, cfg):
+    """RELEASE_K_EARLY: a K stage goes back to the producer once Q K^T has read it, while P V may
+    still read the V stage beside it. The simulator's schedules interleave the producer's refill with
+    the consumers; it reports a K or V buffer overwritten while a wgmma reads it."""
+    from tlx.sim import SimOptions
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True,
+                                   sim_options=SimOptions(schedules=3))
+    ref, ref_lse = reference(q, k, v, causal=causal)
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+
+
 @tlx.jit
 def exp2_poly_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

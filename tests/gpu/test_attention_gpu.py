@@ -279,3 +279,21 @@ def test_poly_exp2_gpu(D, S, causal, cfg, dtype):
     q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=dtype) for _ in range(3))
     out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
     check_gpu(out, lse, *reference(q, k, v, causal=causal, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("D,S,causal,cfg,softcap", [
+    (256, 2048, False, attention.Config(BN=64, PIPELINE=True, RELEASE_K_EARLY=True), None),
+    (256, 1024, True, attention.Config(BN=64, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True), None),
+    (256, 2048, True, attention.Config(BN=64, RELEASE_K_EARLY=True), 30.0),
+    (128, 4096, False, attention.Config(STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True), None),
+    (128, 1024, True, attention.Config(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, O_BUFFER=True,
+                                       RELEASE_K_EARLY=True), None),
+    (64, 8192, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True), None)],
+    ids=["d256-pipeline", "d256-pipeline-pingpong-causal", "d256-causal-softcap", "d128-s2-pipeline-pingpong",
+         "d128-persistent-causal", "d64-b192-s2-causal"])
+def test_release_k_early_gpu(D, S, causal, cfg, softcap):
+    """RELEASE_K_EARLY (a K stage refilled once Q K^T has read it, V after P V): poisoned output and LSE
+    against fp32."""
+    q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out, lse = run_gpu(q, k, v, config=cfg, causal=causal, softcap=softcap)
+    check_gpu(out, lse, *reference(q, k, v, causal=causal, softcap=softcap, dtype=torch.float32))

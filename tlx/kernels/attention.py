@@ -178,10 +178,11 @@ def pass_turn(cid: tl.constexpr, CONSUMERS: tl.constexpr, PINGPONG: tl.constexpr
 
 
 @tlx.jit
-def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, sm_scale,
-                     softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                     SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr,
-                     P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr):
+def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b,
+                     h, sm_scale, softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
+                     STAGES: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr,
+                     PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -197,7 +198,9 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
     the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
     the new row sums (to `pin`, never read) just before the wait keeps it after them.
     P_EARLY: P is converted to 16 bits before that wait (see attention_block).
-    LAZY_RESCALE (blocks after a), POLY_EXP2: see attention_block."""
+    LAZY_RESCALE (blocks after a), POLY_EXP2, RELEASE_K_EARLY: see attention_block. With RELEASE_K_EARLY
+    the loop holds V of block j-1 and K of block j: with two stages the producer refills K j+1 during
+    block j instead of after P V j-1 (FlashAttention-3's separate K and V pipelines)."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -207,6 +210,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
         qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
         pass_turn(cid, CONSUMERS, PINGPONG)
         qk = tlx.async_dot_wait(0, qk)
+        if RELEASE_K_EARLY:
+            tlx.barrier_arrive(k_empty[s])
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
             x = qk * scale - m_new[:, None]
@@ -235,6 +240,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
             acc = tlx.async_dot(p16, v_bufs[sp], acc)
             pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
+            if RELEASE_K_EARLY:
+                tlx.barrier_arrive(k_empty[s])
             if not SOFTCAP and SCORE_MOD is None:
                 qk_scale = scale
             else:
@@ -271,12 +278,12 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_em
 
 
 @tlx.jit
-def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
+def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                     VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                    POLY_EXP2: tl.constexpr):
+                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
@@ -293,13 +300,17 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, 
     memory, which only the rescale waits for, not the exps. m_i and l_i stay consistent: the output
     and LSE are exact.
     POLY_EXP2 (unmasked plain blocks): a quarter of the exps by polynomial (exp2_quarter_poly); masked
-    blocks keep the MUFU's exact 0 for -inf."""
+    blocks keep the MUFU's exact 0 for -inf.
+    RELEASE_K_EARLY: the K stage is released (k_empty) once Q K^T has read it, the V stage (kv_empty) after
+    P V; without it kv_empty releases both after P V."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
     pass_turn(cid, CONSUMERS, PINGPONG)                  # once issued (as FA3): the next QK queues behind it
     qk = tlx.async_dot_wait(0, qk)
+    if RELEASE_K_EARLY:
+        tlx.barrier_arrive(k_empty[s])                   # Q K^T has read K: the producer may refill it
     if ACTIVATION == "softmax" and not MASK and not SOFTCAP and SCORE_MOD is None:
         # plain scores (scale >= 0, checked on the host): the row max of the raw Q K^T scaled once per
         # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
@@ -398,12 +409,14 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 
 
 @tlx.jit
-def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi, c0, r0, b, h, kv_len,
+def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, lo, hi, c0, r0, b, h,
+                   kv_len,
                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr,
                    D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr):
+                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
+                   RELEASE_K_EARLY: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
     unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
     edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
@@ -426,27 +439,31 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
     if BOUND_L or MASK_MOD is not None:
         q_left = q_bufs[q_slot + opaque_zero]
         for j in range(lo, a):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                            RELEASE_K_EARLY)
     if PIPELINE:
-        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i, acc,
+        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
+                                         acc,
                                          r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
-                                         PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2)
+                                         PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
     else:
         for j in range(a, z):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                            VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2)
+                                            VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                            RELEASE_K_EARLY)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, kv_empty, m_i, l_i,
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2)
+                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                            RELEASE_K_EARLY)
     return m_i, l_i, acc
 
 
@@ -510,7 +527,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
-                         LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr):
+                         LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -518,7 +535,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     tile runs instead of after its output store (short tiles waited for it at every tile).
     OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups (a
     parameter, not derived here: the task splitter reads `replicate=` before the body's constexprs);
-    O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY see Config."""
+    O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY,
+    RELEASE_K_EARLY see Config."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -537,7 +555,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     q_empty = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
     k_full = tlx.alloc_barriers(STAGES)
     v_full = tlx.alloc_barriers(STAGES)
-    kv_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)
+    kv_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)         # V's stage (and K's, unless split)
+    if RELEASE_K_EARLY:
+        k_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)
+    else:
+        k_empty = kv_empty
     n_tiles = program_tile_count(NUM_TILES, PERSISTENT)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
@@ -556,9 +578,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     tlx.async_descriptor_load(q_desc, q_bufs[slot], [q_row + c * ROWS, q_col], q_full[slot])
                 for j in range(lo, hi):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
-                    tlx.barrier_wait(kv_empty[s], p ^ 1)
+                    tlx.barrier_wait(k_empty[s], p ^ 1)
                     tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(dtype))
                     tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
+                    if RELEASE_K_EARLY:
+                        tlx.barrier_wait(kv_empty[s], p ^ 1)
                     tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(dtype))
                     tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
                 cnt += hi - lo
@@ -579,11 +603,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 r0 = m0 + cid * ROWS
                 zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                  # one Q buffer: constant slots
                 pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]          # (unused without PIN_WAIT)
-                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, kv_empty, lo, hi,
-                                               cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS,
-                                               ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                               MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY, LAZY_RESCALE,
-                                               POLY_EXP2)
+                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
+                                               lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
+                                               CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
+                                               SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY,
+                                               LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -627,6 +651,8 @@ class Config:
     #                               the defaults, D=256 -1% to -5%: attention_sweep-run6-lazy)
     POLY_EXP2: bool = False       # a quarter of the softmax exps on the FMA pipes, not the MUFU (FA4; timed -1%
     #                               to -14% against the defaults at D=64/128: attention_sweep-run7-poly)
+    RELEASE_K_EARLY: bool = False  # free a K stage after Q K^T, a V stage after P V (FA3's two pipelines), so a
+    #                               two-stage PIPELINE loop (V j-1 and K j in use) still loads a block ahead
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -879,7 +905,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
-                LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2)
+                LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY)
     return args, grid, meta, cfg
 
 
