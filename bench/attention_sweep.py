@@ -46,7 +46,15 @@ CANDIDATES = {
                                                   P_EARLY=True),
          # a K stage refilled once Q K^T has read it (FA3's separate K and V pipelines): two stages suffice
          "b192_pipeline_pingpong_s2_rk": C(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
-         "b192_pipeline_pingpong_s3_rk": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True)},
+         "b192_pipeline_pingpong_s3_rk": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+         "b192_persistent_pipeline_pingpong_s2_rk": C(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                      RELEASE_K_EARLY=True),
+         "persistent_pipeline_s2_pingpong_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                 RELEASE_K_EARLY=True),
+         "persistent_pipeline_s2_pingpong_obuf_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                      O_BUFFER=True, RELEASE_K_EARLY=True),
+         "persistent_pipeline_s2_early_rk": C(STAGES=2, PIPELINE=True, PERSISTENT=True, P_EARLY=True,
+                                              RELEASE_K_EARLY=True)},   # (BN=256 with PIPELINE spills)
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
           "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
@@ -61,21 +69,29 @@ CANDIDATES = {
           "persistent_obuf_early": C(PERSISTENT=True, O_BUFFER=True, P_EARLY=True),
           "pipeline_pingpong_pin_early": C(STAGES=3, PIPELINE=True, PINGPONG=True, PIN_WAIT=True, P_EARLY=True),
           "pipeline_pin_early": C(STAGES=3, PIPELINE=True, PIN_WAIT=True, P_EARLY=True),
-          "pipeline_rk": C(STAGES=3, PIPELINE=True, RELEASE_K_EARLY=True),
-          "pipeline_s2_rk": C(STAGES=2, PIPELINE=True, RELEASE_K_EARLY=True),
-          "pipeline_pingpong_rk": C(STAGES=3, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
-          "pipeline_s2_pingpong_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+          # K released after Q K^T (sweep run 8: -3% to +1% on the grid kernels; the persistent one won at
+          # 1024-4096 keys: two stages leave room for two Q buffers and the output buffer)
           "persistent_pipeline_s2_pingpong_obuf_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
-                                                       O_BUFFER=True, RELEASE_K_EARLY=True)},
+                                                       O_BUFFER=True, RELEASE_K_EARLY=True),
+          "persistent_pipeline_s2_pingpong_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                  RELEASE_K_EARLY=True),
+          "persistent_pipeline_s2_obuf_rk": C(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
+                                              RELEASE_K_EARLY=True),
+          "persistent_pipeline_s2_pingpong_obuf_early_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                             O_BUFFER=True, P_EARLY=True, RELEASE_K_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True),
           "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),
           "bn64_persistent_lazy": C(BN=64, PERSISTENT=True, LAZY_RESCALE=True),
           # K released after Q K^T: a two-stage PIPELINE loop holds V j-1 and K j and still loads ahead
-          "bn64_rk": C(BN=64, RELEASE_K_EARLY=True), "bn64_pingpong_rk": C(BN=64, PINGPONG=True, RELEASE_K_EARLY=True),
+          # (sweep run 8: without PIPELINE it changed nothing)
           "bn64_pipeline_rk": C(BN=64, PIPELINE=True, RELEASE_K_EARLY=True),
           "bn64_pipeline_pingpong_rk": C(BN=64, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
-          "bn64_persistent_pipeline_rk": C(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True)},
+          "bn64_persistent_pipeline_rk": C(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True),
+          "bn64_persistent_pipeline_pingpong_rk": C(BN=64, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                    RELEASE_K_EARLY=True),
+          "bn64_pipeline_pingpong_early_rk": C(BN=64, PIPELINE=True, PINGPONG=True, P_EARLY=True,
+                                               RELEASE_K_EARLY=True)},
 }
 # Per-shape candidates, for every head dim: the op's default for (D, S, causal) and the same with one option
 # more (an A/B of that option over the whole default table).
