@@ -199,6 +199,23 @@ def test_attention_release_k_early(D, causal, cfg):
     assert rel_err(lse, ref_lse) <= 1e-4
 
 
+@pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True), (128, 1024, True),
+                                            (128, 16384, False), (64, 4096, False)])
+def test_default_configs_on_the_simulator(D, S_for, causal):
+    """The configuration default_config picks for S_for keys, run at 384 keys (three 128-row or two
+    192-row tiles per head; persistent ones on two programs, so each walks several tiles), into a
+    poisoned output."""
+    from dataclasses import replace
+    cfg = attention.default_config(D, S_for, causal)
+    cfg = replace(cfg, PROGRAMS=2) if cfg.PERSISTENT else cfg
+    q, k, v = (torch.randn(1, 2, 384, D, dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True)
+    ref, ref_lse = reference(q, k, v, causal=causal)
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+
+
 @tlx.jit
 def exp2_poly_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

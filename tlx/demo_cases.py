@@ -100,4 +100,7 @@ def cases() -> list[Case]:
             Case("attention persistent D=64", attention.attention_fwd_kernel,
                  _attention(attention.Config(PERSISTENT=True, PROGRAMS=2), D=64, causal=True)),
             Case("attention 3 consumers D=64", attention.attention_fwd_kernel,
-                 _attention(attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True), D=64))]
+                 _attention(attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True), D=64)),
+            Case("attention D=256 K released", attention.attention_fwd_kernel,
+                 _attention(attention.Config(BN=64, PIPELINE=True, RELEASE_K_EARLY=True, PERSISTENT=True, PROGRAMS=2),
+                            D=256, causal=True))]

@@ -663,31 +663,37 @@ class Config:
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
     """The fastest configuration the H200 measured (bench/results/2026-12-03/: attention-run5..8,
-    attention_sweep-run2/3).
+    attention_sweep-run2/3, and sweep runs 8/9 for RELEASE_K_EARLY). `plain`: no window, softcap, mods or
+    other activation; S None: variable lengths (never persistent).
+    - D=256: 64-key blocks, PIPELINE with RELEASE_K_EARLY (two stages are all that fit; freeing K after
+      Q K^T lets the producer load a block ahead: 1.00-1.12x cuDNN at every length in sweep run 9,
+      against 0.91-0.93x for the plain kernel and 0.80x for PIPELINE without it). Non-causal adds
+      PINGPONG; plain fixed lengths up to 4096 keys run persistent (causal at 2048-4096 keys +9-10%;
+      from 8192 causal keys the persistent tile order loses 15-30%).
     - D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain kernel at every length and
-      2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG (+0.3-4%, run 6). Plain
-      causal up to 2048 keys and non-causal at 1024 run persistent instead: two Q buffers let the next
-      tile's Q load early (0.99x cuDNN at 1024 causal keys against 0.87x pipelined, equal at 2048; run
-      8), and O_BUFFER lets the output store run on under the next tile (+0.6-3%, attention_sweep-run4/5).
-      PIN_WAIT (the softmax really overlapping P V) gained nothing: -8% to +1% (sweep-run4/5).
-    - D=64 from 8192 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking turns,
-      PIPELINE, three stages (1.07-1.12x cuDNN in run 8, 3-13% over the two-consumer kernels; at
-      1024-4096 keys it ran 1-40% slower, most with causal).
-    - Shorter D=64: persistent for plain fixed lengths (non-causal 1.00-1.03x cuDNN, causal
-      0.90-1.00x with two Q buffers in run 8 against 0.75-0.82x with one in run 7), with 256-key
-      blocks when S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key diagonal
-      block wastes more than longer blocks gain) and with windows, softcap or user mods (`plain`
-      False: their masked or transformed 256-wide tiles ran 10-35% slower). Non-causal 256-key
-      tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5).
-    - D=256: 64-key blocks (shared memory); PIPELINE ran 20% slower there (two 64-key stages are all
-      that fit)."""
-    if D > 128:
-        return Config(BN=64)
-    if D == 128:
-        if plain and S is not None and (S <= 1024 or causal and S <= 2048):
-            return Config(PERSISTENT=True, O_BUFFER=True)  # short tiles: the next Q loads early
-        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
+      2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG (+0.3-4%, run 6). Plain fixed
+      lengths (causal up to 4096 keys) run persistent with two stages, RELEASE_K_EARLY and O_BUFFER
+      (the shared memory two stages leave holds two Q buffers and the output's): +4-9% at 1024-4096
+      keys over the previous defaults, equal from 8192 (sweep run 9).
+    - D=64 non-causal from 2048 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking
+      turns, PIPELINE, persistent with two stages and RELEASE_K_EARLY (1.11-1.15x cuDNN, +4-7% over the
+      grid kernel, sweep run 9). Causal from 8192 keys: the same tile on a grid with three stages
+      (1.06-1.12x; persistent causal three-consumer tiles ran 7-50% slower).
+    - Shorter D=64: persistent for plain fixed lengths (non-causal 1.00-1.09x cuDNN, causal 0.90-1.03x),
+      with 256-key blocks when S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key
+      diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
+      (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower). Non-causal 256-key
+      tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5)."""
     fixed = S is not None                                  # persistence needs fixed lengths
+    if D > 128:
+        return Config(BN=64, PIPELINE=True, RELEASE_K_EARLY=True, PINGPONG=plain and not causal,
+                      PERSISTENT=plain and fixed and S <= 4096)
+    if D == 128:
+        if plain and fixed and (not causal or S <= 4096):
+            return Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True)
+        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
+    if plain and fixed and not causal and S >= 2048:
+        return Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)
     if plain and fixed and S >= 8192:
         return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
