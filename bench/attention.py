@@ -167,6 +167,15 @@ def main():
     impls = {name: tlx_variant(variant) for name, variant in VARIANTS.items()}
     impls.update(cudnn=sdpa(SDPBackend.CUDNN_ATTENTION), flash=sdpa(SDPBackend.FLASH_ATTENTION))
     rows = []
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": datetime.date.today().isoformat(), "dtype": args.dtype, "timer": "do_bench median"}
+
+    def save():                                                   # after every row: a part killed at its
+        ratios = [r["ratio_cudnn"] for r in rows if "ratio_cudnn" in r]   # time limit keeps what it timed
+        if ratios:
+            meta["geomean_ratio_cudnn"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
     for D in map(int, args.dims.split(",")):
         for S in (1024, 2048, 4096, 8192, 16384):
             for causal in (False, True):
@@ -194,18 +203,13 @@ def main():
                     best = max(row.get(f"{n}_tflops", 0.0) for n in VARIANTS)
                     row["best_ratio_cudnn"] = best / row["cudnn_tflops"]
                 rows.append(row)
+                save()
                 cells = "  ".join(f"{n.replace('tlx_', '')} {row.get(n + '_tflops', 0):6.1f}" for n in impls)
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  {cells}  ratio {row.get('ratio_cudnn', float('nan')):.3f}"
                       f"  err {row.get('tlx_rel_err', -1):.1e}", flush=True)
     if not args.no_features:
         rows += feature_rows(dtype)
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "date": datetime.date.today().isoformat(), "dtype": args.dtype, "timer": "do_bench median"}
-    ratios = [r["ratio_cudnn"] for r in rows if "ratio_cudnn" in r]
-    if ratios:
-        meta["geomean_ratio_cudnn"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
-    with open(args.out, "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        save()
     print(json.dumps(meta))
 
 
