@@ -162,9 +162,13 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--dims", default="64,128,256", help="head dims to time, comma-separated")
     ap.add_argument("--no-features", action="store_true", help="skip the feature rows")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="tlx columns to time (the op's default 'tlx' always)")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
-    impls = {name: tlx_variant(variant) for name, variant in VARIANTS.items()}
+    wanted = {"tlx", *args.variants.split(",")}
+    if wanted - set(VARIANTS):
+        raise SystemExit(f"--variants: unknown {sorted(wanted - set(VARIANTS))}; known: {', '.join(VARIANTS)}")
+    impls = {name: tlx_variant(variant) for name, variant in VARIANTS.items() if name in wanted}
     impls.update(cudnn=sdpa(SDPBackend.CUDNN_ATTENTION), flash=sdpa(SDPBackend.FLASH_ATTENTION))
     rows = []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
@@ -200,7 +204,7 @@ def main():
                         row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
                 if "tlx_tflops" in row and "cudnn_tflops" in row:       # the op's default configuration
                     row["ratio_cudnn"] = row["tlx_tflops"] / row["cudnn_tflops"]
-                    best = max(row.get(f"{n}_tflops", 0.0) for n in VARIANTS)
+                    best = max(row.get(f"{n}_tflops", 0.0) for n in impls if n.startswith("tlx"))
                     row["best_ratio_cudnn"] = best / row["cudnn_tflops"]
                 rows.append(row)
                 save()

@@ -1,7 +1,8 @@
 """Which attention configuration is fastest per head dim: a few shapes, every candidate, cuDNN alongside.
 The table behind `attention.default_config`. Each row times cuDNN and the candidates in an order that
 starts one further along per row (the first-timed one ran up to 13% fast, attention-run6).
-    PYTHONPATH=. python3 bench/attention_sweep.py --out FILE [--dims 64] [--lengths 2048,8192] [--only REGEX] [--rounds N]"""
+    PYTHONPATH=. python3 bench/attention_sweep.py --out FILE [--dims 64] [--lengths 2048,8192] [--only REGEX] [--rounds N]
+        [--causal both|yes|no]"""
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,13 @@ CANDIDATES = {
          "persistent_pipeline_s2_pingpong_obuf_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
                                                       O_BUFFER=True, RELEASE_K_EARLY=True),
          "persistent_pipeline_s2_early_rk": C(STAGES=2, PIPELINE=True, PERSISTENT=True, P_EARLY=True,
-                                              RELEASE_K_EARLY=True)},   # (BN=256 with PIPELINE spills)
+                                              RELEASE_K_EARLY=True),   # (BN=256 with PIPELINE spills)
+         # causal 64-key blocks: the first consumer skips the second half of the diagonal (skip_blocks)
+         "persistent_bn64_early": C(BN=64, PERSISTENT=True, P_EARLY=True),
+         "persistent_bn64_pingpong_early": C(BN=64, PERSISTENT=True, PINGPONG=True, P_EARLY=True),
+         "persistent_bn64_pipeline_s2_pingpong_rk": C(BN=64, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                      RELEASE_K_EARLY=True),
+         "persistent_bn64_pipeline_s3_rk": C(BN=64, STAGES=3, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True)},
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
           "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
@@ -78,7 +85,10 @@ CANDIDATES = {
           "persistent_pipeline_s2_obuf_rk": C(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
                                               RELEASE_K_EARLY=True),
           "persistent_pipeline_s2_pingpong_obuf_early_rk": C(STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
-                                                             O_BUFFER=True, P_EARLY=True, RELEASE_K_EARLY=True)},
+                                                             O_BUFFER=True, P_EARLY=True, RELEASE_K_EARLY=True),
+          # causal 64-key blocks: the first consumer skips the second half of the diagonal (skip_blocks)
+          "persistent_bn64_pipeline_s3_obuf_rk": C(BN=64, STAGES=3, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
+                                                   RELEASE_K_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True),
           "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),
@@ -98,7 +108,8 @@ CANDIDATES = {
 SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal),
           "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True),
           "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True),
-          "default_rk": lambda D, S, causal: replace(attention.default_config(D, S, causal), RELEASE_K_EARLY=True)}
+          "default_rk": lambda D, S, causal: replace(attention.default_config(D, S, causal), RELEASE_K_EARLY=True),
+          "default_noskip": lambda D, S, causal: replace(attention.default_config(D, S, causal), SKIP_MASKED=False)}
 
 
 def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:
@@ -137,6 +148,7 @@ def main():
     ap.add_argument("--lengths", default="2048,8192", help="sequence lengths, comma-separated")
     ap.add_argument("--only", default="", help="time only the candidates whose name matches this regex")
     ap.add_argument("--rounds", type=int, default=1, help="rotated timing rounds per shape (median reported)")
+    ap.add_argument("--causal", default="both", choices=["both", "yes", "no"], help="which masks to time")
     args = ap.parse_args()
     rows = []
     for D in map(int, args.dims.split(",")):
@@ -144,7 +156,7 @@ def main():
         if not cands:
             raise SystemExit(f"--only {args.only!r} matches no D={D} candidate: {', '.join(CANDIDATES[D])}")
         for S in map(int, args.lengths.split(",")):
-            for causal in (False, True):
+            for causal in {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]:
                 B, H = 16384 // S, 2048 // D
                 q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \

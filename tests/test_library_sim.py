@@ -216,6 +216,44 @@ def test_default_configs_on_the_simulator(D, S_for, causal):
     assert rel_err(lse, ref_lse) <= 1e-4
 
 
+@pytest.mark.parametrize("D,causal,window,cfg", [
+    (64, True, None, attention.Config(BN=64, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2,
+                                      RELEASE_K_EARLY=True)),
+    (128, False, (100, 30), attention.Config(PINGPONG=True)),
+    (64, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True)),
+    (64, False, (200, 0), attention.Config(BN=64, STAGES=1))],
+    ids=["bn64-causal-persistent-pipelined", "window-both-sides", "b192-causal", "window-one-stage"])
+def test_attention_skips_blocks_no_row_attends(D, causal, window, cfg):
+    """A consumer skips the tile's blocks its own rows cannot attend (the first consumer's half of a
+    64-key causal diagonal, a sliding window's edges): it still waits for each skipped block and releases
+    it in turn, and with PINGPONG passes its turn. The simulator's schedules interleave the consumers; it
+    reports a release that lands in an earlier phase (extra arrival) or a wait nobody ends (deadlock)."""
+    from tlx.sim import SimOptions
+    left, right = attention.Features(causal=causal, window=window).bounds()
+    assert attention.skip_blocks_possible(cfg, left, right, None)
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, causal=causal, window=window, config=cfg, out=out, backend="sim",
+                                   return_lse=True, sim_options=SimOptions(schedules=3))
+    ref, ref_lse = reference(q, k, v, causal=causal, window=window)
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+
+
+def test_skip_blocks_only_where_a_consumer_range_can_be_shorter():
+    """Causal 128-row tiles of 128- or 256-key blocks never leave a consumer a shorter range, so those
+    kernels compile without the skip loops (the defaults' machine code stays as timed)."""
+    C = attention.Config
+    assert not attention.skip_blocks_possible(C(), None, 0, None)
+    assert not attention.skip_blocks_possible(C(BN=256), None, 0, None)
+    assert not attention.skip_blocks_possible(C(BN=64), None, None, None)       # no mask at all
+    assert attention.skip_blocks_possible(C(BN=64), None, 0, None)
+    assert attention.skip_blocks_possible(C(BM=192), None, 0, None)
+    assert attention.skip_blocks_possible(C(), 256, None, None)
+    assert attention.skip_blocks_possible(C(), None, 16, None)
+    assert not attention.skip_blocks_possible(C(BN=64), 256, 0, object())        # a user mask: never
+
+
 @tlx.jit
 def exp2_poly_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

@@ -409,6 +409,44 @@ def sequence_bounds(b, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN: tl.constex
 
 
 @tlx.jit
+def consumer_range(r0, lo, hi, win_l, win_r, ROWS: tl.constexpr, BN: tl.constexpr, BOUND_L: tl.constexpr,
+                   BOUND_R: tl.constexpr):
+    """[lo_c, hi_c) inside the tile's [lo, hi): the blocks that hold a key some row r0..r0+ROWS-1 of this
+    consumer attends. The tile's range covers all BM rows, so with BN below BM (or a right window) the
+    first consumer's causal range ends a block early; a sliding window's left edge moves the same way."""
+    lo_c = lo
+    hi_c = hi
+    if BOUND_L:
+        lo_c = tl.minimum(tl.maximum(tl.maximum(r0 - win_l, 0) // BN, lo), hi)
+    if BOUND_R:
+        hi_c = tl.minimum(tl.maximum((r0 + ROWS - 1 + win_r) // BN + 1, lo_c), hi)
+    return lo_c, hi_c
+
+
+@tlx.jit
+def skip_blocks(j0, j1, ring_lo, k_full, v_full, k_empty, kv_empty, cid: tl.constexpr, CONSUMERS: tl.constexpr,
+                STAGES: tl.constexpr, PINGPONG: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+    """Blocks [j0, j1) in which the mask drops every (row, key) pair of this consumer: nothing to compute,
+    but the stage still counts this consumer's release (the others read it) and, with PINGPONG, its turn
+    passes on. Both waits stay, though nothing is read (the simulator reported each race):
+    - V's: V lands only after the producer saw the stage's previous block released by every consumer.
+      Releasing before that would complete the earlier phase while another consumer still reads the
+      block; K's wait is not enough with RELEASE_K_EARLY, which lets K land first.
+    - K's: an mbarrier wait tests one phase bit. A phase this consumer never waited for could still be
+      open when it waits for the next one, whose bit then reads as done: it would read K of a later
+      block before it lands."""
+    for j in range(j0, j1):
+        s, p = tlx.warp_spec.get_bufidx_phase(j - ring_lo, STAGES)
+        tlx.barrier_wait(k_full[s], p)
+        tlx.barrier_wait(v_full[s], p)
+        wait_turn(cid, PINGPONG)
+        pass_turn(cid, CONSUMERS, PINGPONG)
+        if RELEASE_K_EARLY:
+            tlx.barrier_arrive(k_empty[s])
+        tlx.barrier_arrive(kv_empty[s])
+
+
+@tlx.jit
 def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, lo, hi, c0, r0, b, h,
                    kv_len,
                    sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr,
@@ -416,11 +454,13 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                    PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                   RELEASE_K_EARLY: tl.constexpr):
-    """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: masked left edge,
-    unmasked inside, masked right edge (diagonal, sequence end). Returns (row max, row sum, acc); the
-    edge loops exist only when a mask can apply. PIPELINE: the unmasked blocks overlap softmax with
-    wgmma (pipelined_blocks).
+                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr):
+    """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
+    attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
+    skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
+    PIPELINE: the unmasked blocks overlap softmax with wgmma (pipelined_blocks). SKIP_BLOCKS (set on the
+    host where a consumer's range can be shorter than the tile's, see skip_blocks_possible): without it
+    the skip loops are not compiled at all.
     Q is q_bufs[q_slot]; each edge loop indexes it with `opaque_zero` added (a kernel argument that is
     0 at run time, or a literal 0 with one Q buffer), so no compiler can prove the loops read the same
     buffer. With two Q buffers (a runtime slot) ptxas 12.8 otherwise set Q's wgmma descriptor in one
@@ -435,10 +475,16 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
     acc = tl.zeros((ROWS, D), tl.float32)
     ring_lo = lo - c0                                                # block j sits at ring count j - ring_lo
     a, z = unmasked_range(r0, lo, hi, kv_len, win_l, win_r, ROWS, BN, BOUND_L, BOUND_R, MASK_MOD)
+    lo_c = lo                                                        # this consumer's blocks
+    hi_c = hi
+    if SKIP_BLOCKS:
+        lo_c, hi_c = consumer_range(r0, lo, hi, win_l, win_r, ROWS, BN, BOUND_L, BOUND_R)
+    if SKIP_BLOCKS and BOUND_L:
+        skip_blocks(lo, lo_c, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG, RELEASE_K_EARLY)
     q_buf = q_bufs[q_slot]
     if BOUND_L or MASK_MOD is not None:
         q_left = q_bufs[q_slot + opaque_zero]
-        for j in range(lo, a):
+        for j in range(lo_c, a):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
@@ -458,12 +504,14 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                                             RELEASE_K_EARLY)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
-        for j in range(z, hi):
+        for j in range(z, hi_c):
             m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                             acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
                                             STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                             MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
                                             RELEASE_K_EARLY)
+    if SKIP_BLOCKS and BOUND_R:
+        skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG, RELEASE_K_EARLY)
     return m_i, l_i, acc
 
 
@@ -527,7 +575,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
-                         LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+                         LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
+                         SKIP_BLOCKS: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -536,7 +585,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups (a
     parameter, not derived here: the task splitter reads `replicate=` before the body's constexprs);
     O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY,
-    RELEASE_K_EARLY see Config."""
+    RELEASE_K_EARLY see Config; SKIP_BLOCKS see consume_blocks."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -607,7 +656,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                                lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                                CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                                SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY,
-                                               LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
+                                               LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -653,6 +702,8 @@ class Config:
     #                               to -14% against the defaults at D=64/128: attention_sweep-run7-poly)
     RELEASE_K_EARLY: bool = False  # free a K stage after Q K^T, a V stage after P V (FA3's two pipelines), so a
     #                               two-stage PIPELINE loop (V j-1 and K j in use) still loads a block ahead
+    SKIP_MASKED: bool = True      # a consumer skips the tile's blocks its rows cannot attend (skip_blocks), where
+    #                               its range can be shorter than the tile's (skip_blocks_possible)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -699,6 +750,16 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=wide and not causal,
                   P_EARLY=plain and fixed and causal)
+
+
+def skip_blocks_possible(cfg: Config, left: int | None, right: int | None, mask_mod) -> bool:
+    """Whether a consumer's block range can be shorter than its tile's (consumer_range): a left window
+    edge moves with the consumer's first row; causal (right = 0) cuts the first consumers' last block
+    only when BN is not a multiple of BM (64-key blocks, 192-row tiles); a right window can cut
+    any. A user mask_mod can keep any pair, so never."""
+    if mask_mod is not None:
+        return False
+    return left is not None or (right is not None and (right > 0 or cfg.BN % cfg.BM != 0))
 
 
 def block_multiple(D: int, S: int) -> int:
@@ -911,7 +972,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PERSISTENT=cfg.PERSISTENT, CONSUMERS=cfg.BM // CONSUMER_ROWS,
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
-                LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY)
+                LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
+                SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod))
     return args, grid, meta, cfg
 
 
