@@ -298,3 +298,20 @@ def test_release_k_early_gpu(D, S, causal, cfg, softcap):
     q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out, lse = run_gpu(q, k, v, config=cfg, causal=causal, softcap=softcap)
     check_gpu(out, lse, *reference(q, k, v, causal=causal, softcap=softcap, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("D,S,causal,window,cfg", [
+    (64, 1024, True, None, attention.Config(BN=64, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                            RELEASE_K_EARLY=True)),
+    (64, 2048, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                            RELEASE_K_EARLY=True)),
+    (128, 2048, False, (300, 40), attention.Config(BN=64, PINGPONG=True)),
+    (128, 1024, True, None, attention.Config(BN=64, STAGES=3, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
+                                             RELEASE_K_EARLY=True))],
+    ids=["d64-bn64-causal-persistent", "d64-b192-causal-persistent", "d128-bn64-window", "d128-bn64-causal-obuf"])
+def test_skip_blocks_gpu(D, S, causal, window, cfg):
+    """Consumers skipping the blocks their rows cannot attend (64-key causal diagonals, 192-row tiles,
+    window edges): poisoned output and LSE against fp32."""
+    q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out, lse = run_gpu(q, k, v, config=cfg, causal=causal, window=window)
+    check_gpu(out, lse, *reference(q, k, v, causal=causal, window=window, dtype=torch.float32))
