@@ -156,6 +156,18 @@ def test_attention_machine_code_order_options(D, causal, cfg):
     assert rel_err(out, ref) <= 1e-2
 
 
+def check_attention_sim(q, k, v, cfg, causal=False, window=None, schedules=None):
+    """attention() on the simulator into a poisoned output (`schedules` interleavings of the tasks);
+    output and LSE against the float64 reference."""
+    from tlx.sim import SimOptions
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, causal=causal, window=window, config=cfg, out=out, backend="sim",
+                                   return_lse=True, sim_options=SimOptions(schedules=schedules) if schedules else None)
+    ref, ref_lse = reference(q, k, v, causal=causal, window=window)
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+
+
 @pytest.mark.parametrize("D,causal,cfg", [
     (256, False, attention.Config(BN=64, LAZY_RESCALE=True)),
     (128, True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, LAZY_RESCALE=True)),
@@ -172,12 +184,7 @@ def test_attention_lazy_rescale(D, causal, cfg, ramp):
     if ramp:
         q = q * 16
         k = k * torch.linspace(0.1, 6.0, S, dtype=torch.float16)[:, None]
-    out = torch.full_like(q, float("nan"))
-    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True)
-    ref, ref_lse = reference(q, k, v, causal=causal)
-    assert rel_err(out, ref) <= 1e-2
-    assert rel_err(lse, ref_lse) <= 1e-4
-
+    check_attention_sim(q, k, v, cfg, causal=causal)
 
 
 @pytest.mark.parametrize("D,causal,cfg", [
@@ -189,14 +196,8 @@ def test_attention_release_k_early(D, causal, cfg):
     """RELEASE_K_EARLY: a K stage goes back to the producer once Q K^T has read it, while P V may
     still read the V stage beside it. The simulator's schedules interleave the producer's refill with
     the consumers; it reports a K or V buffer overwritten while a wgmma reads it."""
-    from tlx.sim import SimOptions
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True,
-                                   sim_options=SimOptions(schedules=3))
-    ref, ref_lse = reference(q, k, v, causal=causal)
-    assert rel_err(out, ref) <= 1e-2
-    assert rel_err(lse, ref_lse) <= 1e-4
+    check_attention_sim(q, k, v, cfg, causal=causal, schedules=3)
 
 
 @pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True), (128, 1024, True),
@@ -209,11 +210,7 @@ def test_default_configs_on_the_simulator(D, S_for, causal):
     cfg = attention.default_config(D, S_for, causal)
     cfg = replace(cfg, PROGRAMS=2) if cfg.PERSISTENT else cfg
     q, k, v = (torch.randn(1, 2, 384, D, dtype=torch.float16) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True)
-    ref, ref_lse = reference(q, k, v, causal=causal)
-    assert rel_err(out, ref) <= 1e-2
-    assert rel_err(lse, ref_lse) <= 1e-4
+    check_attention_sim(q, k, v, cfg, causal=causal)
 
 
 @pytest.mark.parametrize("D,causal,window,cfg", [
@@ -228,16 +225,10 @@ def test_attention_skips_blocks_no_row_attends(D, causal, window, cfg):
     64-key causal diagonal, a sliding window's edges): it still waits for each skipped block and releases
     it in turn, and with PINGPONG passes its turn. The simulator's schedules interleave the consumers; it
     reports a release that lands in an earlier phase (extra arrival) or a wait nobody ends (deadlock)."""
-    from tlx.sim import SimOptions
     left, right = attention.Features(causal=causal, window=window).bounds()
     assert attention.skip_blocks_possible(cfg, left, right, None)
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    out, lse = attention.attention(q, k, v, causal=causal, window=window, config=cfg, out=out, backend="sim",
-                                   return_lse=True, sim_options=SimOptions(schedules=3))
-    ref, ref_lse = reference(q, k, v, causal=causal, window=window)
-    assert rel_err(out, ref) <= 1e-2
-    assert rel_err(lse, ref_lse) <= 1e-4
+    check_attention_sim(q, k, v, cfg, causal=causal, window=window, schedules=3)
 
 
 def test_skip_blocks_only_where_a_consumer_range_can_be_shorter():
