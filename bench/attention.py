@@ -162,7 +162,8 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--dims", default="64,128,256", help="head dims to time, comma-separated")
     ap.add_argument("--no-features", action="store_true", help="skip the feature rows")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="tlx columns to time (the op's default 'tlx' always)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="tlx columns to time, comma-separated (the op's default, 'tlx', always runs)")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     wanted = {"tlx", *args.variants.split(",")}

@@ -447,10 +447,9 @@ def skip_blocks(j0, j1, ring_lo, k_full, v_full, k_empty, kv_empty, cid: tl.cons
 
 
 @tlx.jit
-def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, lo, hi, c0, r0, b, h,
-                   kv_len,
-                   sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, ROWS: tl.constexpr,
-                   D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
+def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, lo, hi, c0,
+                   r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr,
+                   ROWS: tl.constexpr, D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                    PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
@@ -480,38 +479,40 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
     if SKIP_BLOCKS:
         lo_c, hi_c = consumer_range(r0, lo, hi, win_l, win_r, ROWS, BN, BOUND_L, BOUND_R)
     if SKIP_BLOCKS and BOUND_L:
-        skip_blocks(lo, lo_c, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG, RELEASE_K_EARLY)
+        skip_blocks(lo, lo_c, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
+                    RELEASE_K_EARLY)
     q_buf = q_bufs[q_slot]
     if BOUND_L or MASK_MOD is not None:
         q_left = q_bufs[q_slot + opaque_zero]
         for j in range(lo_c, a):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
-                                            STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                            RELEASE_K_EARLY)
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
+                                            m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
+                                            CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
+                                            SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
+                                            POLY_EXP2, RELEASE_K_EARLY)
     if PIPELINE:
-        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
-                                         acc,
-                                         r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES, SOFTCAP, SCORE_MOD,
-                                         PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
+        m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
+                                         m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
+                                         SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                         RELEASE_K_EARLY)
     else:
         for j in range(a, z):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
-                                            STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                            VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                            RELEASE_K_EARLY)
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
+                                            m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
+                                            CONSUMERS, BN, STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
+                                            SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
+                                            POLY_EXP2, RELEASE_K_EARLY)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         q_right = q_bufs[q_slot + 2 * opaque_zero]
         for j in range(z, hi_c):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
-                                            acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN,
-                                            STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                            MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                            RELEASE_K_EARLY)
+            m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, k_empty,
+                                            kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l,
+                                            win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R,
+                                            SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY,
+                                            LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
     if SKIP_BLOCKS and BOUND_R:
-        skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG, RELEASE_K_EARLY)
+        skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
+                    RELEASE_K_EARLY)
     return m_i, l_i, acc
 
 
@@ -652,11 +653,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 r0 = m0 + cid * ROWS
                 zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                  # one Q buffer: constant slots
                 pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]          # (unused without PIN_WAIT)
-                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
-                                               lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
-                                               CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
-                                               SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT, P_EARLY,
-                                               LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
+                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty,
+                                               kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
+                                               win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
+                                               SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
+                                               P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -1056,5 +1057,5 @@ def tflops(B: int, H: int, S: int, D: int, causal: bool, ms: float) -> float:
     return flops / ms / 1e9
 
 
-__all__ = ["attention", "attention_fwd_kernel", "check_inputs", "check_scale", "check_seqlens", "Config", "Features", "launch_args",
-           "Shape", "tflops", "triton", "ConfigRejected"]
+__all__ = ["attention", "attention_fwd_kernel", "check_inputs", "check_scale", "check_seqlens", "Config", "Features",
+           "launch_args", "Shape", "skip_blocks_possible", "tflops", "triton", "ConfigRejected"]
