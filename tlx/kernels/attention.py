@@ -6,7 +6,9 @@ producer: it loads Q once as one 64-row box per consumer, then streams K and V b
 STAGES-deep ring (K and V on separate barriers, so QK^T can start before V lands). The consumers
 (one task replicated BM // 64 times) each own 64 query rows: S = Q K^T by wgmma from shared memory,
 online softmax in registers (exp2, scale folded into log2 domain), O += P V with P fed to wgmma from
-registers. Every consumer releases a K/V stage (arrive_count = consumers). The output goes back
+registers. Every consumer releases a K/V stage (arrive_count = consumers; RELEASE_K_EARLY releases K
+after Q K^T and V after P V), also the blocks its own rows cannot attend, which it skips
+(skip_blocks). The output goes back
 through Q's shared buffer (Q is dead by then) with a TMA store; LSE (natural log) per row.
 
 Features, each behind a constexpr switch so the plain path compiles to the same loop as before:
