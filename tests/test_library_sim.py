@@ -245,6 +245,28 @@ def test_skip_blocks_only_where_a_consumer_range_can_be_shorter():
     assert not attention.skip_blocks_possible(C(BN=64), 256, 0, object())        # a user mask: never
 
 
+def test_attention_trace_stamps_every_tile():
+    """TRACE on the persistent attention kernel: each consumer stamps every tile it runs (start, Q
+    landed, blocks done, stored) in time order, and nothing else; bench/attention_trace.py turns the
+    stamps into phases. 8 tiles on 2 programs: 4 each."""
+    from bench.attention_trace import PHASES, summary, tile_phases, traced_run
+    q, k, v = (torch.randn(1, 2, 512, 64, dtype=torch.float16) for _ in range(3))
+    cfg = attention.Config(PERSISTENT=True, PROGRAMS=2, P_EARLY=True)
+    out, lse, trace = traced_run(q, k, v, True, cfg, backend="sim")
+    ref, ref_lse = reference(q, k, v, causal=True)
+    assert rel_err(out, ref) <= 1e-2 and rel_err(lse, ref_lse) <= 1e-4
+    for prog in trace.tolist():
+        for tiles in prog:
+            stamped = [t for t in tiles if min(t) >= 0]
+            assert len(stamped) == 4 and all(max(t) < 0 for t in tiles[4:])
+            flat = [x for t in stamped for x in t]
+            assert flat == sorted(flat)
+    assert {phase for _, _, _, phase, _, _ in tile_phases(trace)} == set(PHASES)
+    assert summary(trace)["tiles"] == 2 * 2 * 4
+    with pytest.raises(attention.ConfigRejected, match="persistent"):
+        attention.launch_args(q, k, v, out, lse, 0.125, "bhsd", attention.Config(), trace=trace)
+
+
 @tlx.jit
 def exp2_poly_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

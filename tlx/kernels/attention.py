@@ -569,17 +569,30 @@ def tile_rows(m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW
             lo, hi)
 
 
+TRACE_TILES = 64     # TRACE: tiles stamped per program (later ones are dropped)
+TRACE_STAMPS = 4     # per tile and consumer: start, Q landed, K/V blocks done, output stored
+
+
+@tlx.jit
+def stamp_tile(trace_ptr, cid, k, stamp, CONSUMERS: tl.constexpr, TRACE: tl.constexpr):
+    """TRACE: the global nanosecond timer into trace[program, consumer, tile k, stamp]
+    (bench/attention_trace.py reads it)."""
+    if TRACE:
+        slot = ((tl.program_id(0) * CONSUMERS + cid) * TRACE_TILES + k) * TRACE_STAMPS + stamp
+        tl.store(trace_ptr + slot, tlx.globaltimer(), mask=k < TRACE_TILES)
+
+
 @tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
-                         NUM_TILES, OPAQUE_ZERO, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         NUM_TILES, OPAQUE_ZERO, trace_ptr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
-                         SKIP_BLOCKS: tl.constexpr):
+                         SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -588,7 +601,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups (a
     parameter, not derived here: the task splitter reads `replicate=` before the body's constexprs);
     O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY,
-    RELEASE_K_EARLY see Config; SKIP_BLOCKS see consume_blocks."""
+    RELEASE_K_EARLY see Config; SKIP_BLOCKS see consume_blocks. TRACE (persistent): each consumer stamps
+    each tile's start, its Q landing, its K/V blocks done and its output stored (stamp_tile)."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -651,7 +665,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
                 qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
                 q_slot = cid + CONSUMERS * qs
+                stamp_tile(trace_ptr, cid, k, 0, CONSUMERS, TRACE)
                 tlx.barrier_wait(q_full[q_slot], qp)
+                stamp_tile(trace_ptr, cid, k, 1, CONSUMERS, TRACE)
                 r0 = m0 + cid * ROWS
                 zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                  # one Q buffer: constant slots
                 pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]          # (unused without PIN_WAIT)
@@ -660,6 +676,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                                win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                                SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
                                                P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
+                stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
                 if ACTIVATION == "softmax":
                     out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
                 else:
@@ -676,6 +693,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     lse = (m_i + tl.log2(l_i)) / LOG2E
                     lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
                     tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
+                stamp_tile(trace_ptr, cid, k, 3, CONSUMERS, TRACE)
                 cnt += hi - lo
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
@@ -931,9 +949,12 @@ def _views(q, k, v, o, shape: Shape, layout: str):
 
 
 def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
-                features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0):
+                features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
+                trace=None):
     """Kernel arguments, grid and constexprs of one launch (the simulator and the GPU share them).
-    Unused pointers (LSE without softmax, cu_seqlens with fixed lengths) get `o`: never read."""
+    Unused pointers (LSE without softmax, cu_seqlens with fixed lengths, the trace) get `o`: never read.
+    `trace` (persistent configs): an int64 tensor of programs x consumers x TRACE_TILES x TRACE_STAMPS
+    that the consumers stamp (stamp_tile; bench/attention_trace.py)."""
     shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
     if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
         raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
@@ -961,11 +982,20 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     rows = max_seqlen_q if shape.varlen else shape.S_q
     num_m = triton.cdiv(rows, cfg.BM)
     num_tiles = num_m * shape.B * shape.H
+    programs = min(num_tiles, cfg.PROGRAMS or num_sms(q.device))
+    if trace is not None:
+        if not cfg.PERSISTENT:
+            raise ConfigRejected("attention.launch_args: 'trace' needs a persistent config (PERSISTENT=True)")
+        need = programs * (cfg.BM // CONSUMER_ROWS) * TRACE_TILES * TRACE_STAMPS
+        if str(trace.dtype) != "torch.int64" or trace.numel() < need:
+            raise ValueError(f"attention.launch_args: 'trace' must be int64 with {need} elements (programs x "
+                             f"consumers x {TRACE_TILES} x {TRACE_STAMPS}), got {trace.dtype} with {trace.numel()}")
     args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
             left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles,
-            0)                                                  # OPAQUE_ZERO: a zero no compiler can see
+            0,                                                  # OPAQUE_ZERO: a zero no compiler can see
+            o if trace is None else trace)
     if cfg.PERSISTENT:
-        grid = (min(num_tiles, cfg.PROGRAMS or num_sms(q.device)),)
+        grid = (programs,)
     else:
         grid = (num_m, shape.B * shape.H)
     meta = dict(D=D, BM=cfg.BM, BN=cfg.BN, STAGES=cfg.STAGES, PINGPONG=cfg.PINGPONG, BOUND_L=left is not None,
@@ -976,7 +1006,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 Q_BUFS=q_buffers(cfg, D, q.element_size()), O_BUFFER=cfg.O_BUFFER,
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
-                SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod))
+                SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
+                TRACE=trace is not None)
     return args, grid, meta, cfg
 
 
