@@ -449,6 +449,23 @@ def skip_blocks(j0, j1, ring_lo, k_full, v_full, k_empty, kv_empty, cid: tl.cons
 
 
 @tlx.jit
+def block_loop(j0, j1, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h,
+               kv_len, sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
+               STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
+               BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
+               VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+    """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not."""
+    for j in range(j0, j1):
+        m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
+                                        m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
+                                        CONSUMERS, BN, STAGES, MASK, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
+                                        MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                        RELEASE_K_EARLY)
+    return m_i, l_i, acc
+
+
+@tlx.jit
 def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, lo, hi, c0,
                    r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr,
                    ROWS: tl.constexpr, D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
@@ -485,33 +502,26 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                     RELEASE_K_EARLY)
     q_buf = q_bufs[q_slot]
     if BOUND_L or MASK_MOD is not None:
-        q_left = q_bufs[q_slot + opaque_zero]
-        for j in range(lo_c, a):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_left, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
-                                            m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
-                                            CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
-                                            SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
-                                            POLY_EXP2, RELEASE_K_EARLY)
+        m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_bufs[q_slot + opaque_zero], k_bufs, v_bufs, k_full, v_full,
+                                   k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r,
+                                   cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
+                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
                                          RELEASE_K_EARLY)
     else:
-        for j in range(a, z):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
-                                            m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
-                                            CONSUMERS, BN, STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
-                                            SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
-                                            POLY_EXP2, RELEASE_K_EARLY)
+        m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
+                                   acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
+                                   False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
     if BOUND_R or VARLEN or MASK_MOD is not None:
-        q_right = q_bufs[q_slot + 2 * opaque_zero]
-        for j in range(z, hi_c):
-            m_i, l_i, acc = attention_block(j, j - ring_lo, q_right, k_bufs, v_bufs, k_full, v_full, k_empty,
-                                            kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l,
-                                            win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R,
-                                            SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY,
-                                            LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
+        m_i, l_i, acc = block_loop(z, hi_c, ring_lo, q_bufs[q_slot + 2 * opaque_zero], k_bufs, v_bufs, k_full,
+                                   v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
+                                   win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
+                                   SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                   RELEASE_K_EARLY)
     if SKIP_BLOCKS and BOUND_R:
         skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
