@@ -31,7 +31,7 @@ def sdpa(backend):
 
 def pipeline_config(D: int) -> attention.Config:
     """FA3-style overlap in each consumer; D=256: two 64-key stages are what fits shared memory, and
-    it needs RELEASE_K_EARLY to load a block ahead (without it 0.80x the plain kernel, sweep run 8)."""
+    it needs RELEASE_K_EARLY to load a block ahead (without it 0.79-0.82x the plain kernel, sweep run 8)."""
     if D > 128:
         return attention.Config(BN=64, STAGES=2, PIPELINE=True, RELEASE_K_EARLY=True)
     return attention.Config(STAGES=3, PIPELINE=True)
