@@ -155,8 +155,9 @@ def test_pipelined_consumers_gpu(D, bn, stages, causal, pingpong):
 @pytest.mark.parametrize("D,S", [(64, 2048), (64, 1152), (64, 8192), (128, 1024), (128, 2048), (128, 8192), (256, 1024),
                                  (256, 8192)])
 def test_default_config_matches_reference(D, S, causal):
-    """The configuration attention() picks by itself (every branch of default_config: persistent and grid,
-    two and three consumers, 128- and 256-key blocks, RELEASE_K_EARLY), writing into a poisoned output."""
+    """The configuration attention() picks by itself (persistent and grid, two and three consumers,
+    RELEASE_K_EARLY; D=64's 256-key tiles run in the P_EARLY, LAZY_RESCALE and POLY_EXP2 tests), writing
+    into a poisoned output."""
     B, H = 2, 4
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
