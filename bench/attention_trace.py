@@ -62,7 +62,7 @@ def traced_run(q, k, v, causal: bool, cfg: attention.Config, backend=None):
     B, H, S, D = q.shape
     o = torch.full_like(q, float("nan"))                                        # poisoned
     lse = torch.empty(B, H, S, device=q.device, dtype=torch.float32)
-    programs = min(B * H * -(-S // cfg.BM), cfg.PROGRAMS or attention.num_sms(q.device))
+    programs = cfg.PROGRAMS or attention.num_sms(q.device)     # at most; launch_args may launch fewer
     trace = torch.full((programs, cfg.BM // attention.CONSUMER_ROWS, attention.TRACE_TILES, attention.TRACE_STAMPS),
                        -1, dtype=torch.int64, device=q.device)
     args, grid, meta, cfg = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,

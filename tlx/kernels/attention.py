@@ -748,8 +748,9 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     attention_sweep-run2/3, and sweep runs 8/9 for RELEASE_K_EARLY). `plain`: no window, softcap, mods or
     other activation; S None: variable lengths (never persistent).
     - D=256: 64-key blocks, PIPELINE with RELEASE_K_EARLY (two stages are all that fit; freeing K after
-      Q K^T lets the producer load a block ahead: 1.00-1.12x cuDNN at every length in sweep run 9,
-      against 0.91-0.93x for the plain kernel and 0.80x for PIPELINE without it). Non-causal adds
+      Q K^T lets the producer load a block ahead: 1.02-1.11x cuDNN at every length in sweep run 9 and
+      0.99-1.16x in attention run 11, against 0.91-0.93x for the plain kernel; PIPELINE without it ran
+      0.79-0.82x the plain kernel, sweep run 8). Non-causal adds
       PINGPONG; plain fixed lengths up to 4096 keys run persistent (causal at 2048-4096 keys +9-10%;
       from 8192 causal keys the persistent tile order loses 15-30%).
     - D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain kernel at every length and
