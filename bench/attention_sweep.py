@@ -88,7 +88,10 @@ CANDIDATES = {
                                                              O_BUFFER=True, P_EARLY=True, RELEASE_K_EARLY=True),
           # causal 64-key blocks: the first consumer skips the second half of the diagonal (skip_blocks)
           "persistent_bn64_pipeline_s3_obuf_rk": C(BN=64, STAGES=3, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
-                                                   RELEASE_K_EARLY=True)},
+                                                   RELEASE_K_EARLY=True),
+          # the persistent default with tiles from a global counter (DYNAMIC), at every length
+          "persistent_pipeline_s2_obuf_rk_dyn": C(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
+                                                  RELEASE_K_EARLY=True, DYNAMIC=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True),
           "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),
@@ -109,7 +112,13 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True),
           "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True),
           "default_rk": lambda D, S, causal: replace(attention.default_config(D, S, causal), RELEASE_K_EARLY=True),
-          "default_noskip": lambda D, S, causal: replace(attention.default_config(D, S, causal), SKIP_MASKED=False)}
+          "default_noskip": lambda D, S, causal: replace(attention.default_config(D, S, causal), SKIP_MASKED=False),
+          # tiles taken from a global counter as programs finish (persistent even where the default is a grid)
+          "default_dyn": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
+                                                      DYNAMIC=True),
+          **{f"default_dyn_g{g}": (lambda g: lambda D, S, causal: replace(
+              attention.default_config(D, S, causal), PERSISTENT=True, DYNAMIC=True, HEAD_GROUP=g))(g)
+             for g in (1, 4, 16)}}
 
 
 def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:

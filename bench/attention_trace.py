@@ -2,16 +2,19 @@
 nanosecond timer, one time base for all SMs) turned into per-phase medians and a Chrome trace (open it
 in ui.perfetto.dev or chrome://tracing: a process per program, a thread per consumer warp group).
     PYTHONPATH=. python3 bench/attention_trace.py --out DIR [--shapes 64x1024c,64x1024,128x1024c]
-A shape is DxS, with a trailing "c" for causal (B*S = 16384, H*D = 2048 as in bench/attention.py); each
-runs its default configuration (which must be persistent), three stamped launches (compile, warm-up),
+A shape is DxS, then "c" for causal and "d" for DYNAMIC tiles (B*S = 16384, H*D = 2048 as in
+bench/attention.py); each runs its default configuration (which must be persistent; "d" makes it
+persistent), three stamped launches (compile, warm-up),
 the last checked against torch and kept. Phases per consumer and tile: the wait for Q, the K/V blocks,
-the output store with the LSE, and the gap to the next tile's start."""
+the output store with the LSE, and the gap to the next tile's start; and when the programs finished
+(their spread is the load imbalance)."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import statistics
+from dataclasses import replace
 
 from tlx.kernels import attention
 
@@ -44,7 +47,12 @@ def summary(trace) -> dict:
     for _, _, _, phase, start, end in rows:
         by_phase.setdefault(phase, []).append((end - start) / 1e3)
     total = sum(sum(d) for d in by_phase.values())
+    ends: dict[int, int] = {}
+    for pid, _, _, _, _, end in rows:
+        ends[pid] = max(ends.get(pid, end), end)
+    finish = sorted((e - t0) / 1e3 for e in ends.values())
     return {"span_us": span, "tiles": len(by_phase.get(PHASES[0], [])),
+            "program_end_us": {"min": finish[0], "median": statistics.median(finish), "max": finish[-1]},
             "phases_us": {p: {"median": statistics.median(d), "max": max(d), "share": sum(d) / total}
                           for p, d in by_phase.items()}}
 
@@ -76,16 +84,19 @@ def main():
     import torch.nn.functional as F
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="folder for <shape>.json Chrome traces and summary.json")
-    ap.add_argument("--shapes", default="64x1024c,64x1024,128x1024c,64x4096c")
+    ap.add_argument("--shapes", default="64x1024c,64x1024cd,64x1024,128x1024c,128x1024cd,64x4096c,64x4096cd")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = {}
     for shape in args.shapes.split(","):
-        causal = shape.endswith("c")
-        D, S = map(int, shape.rstrip("c").split("x"))
+        flags = shape.lstrip("0123456789x")
+        causal, dynamic = "c" in flags, "d" in flags
+        D, S = map(int, shape.rstrip("cd").split("x"))
         B, H = 16384 // S, 2048 // D
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         cfg = attention.default_config(D, S, causal)
+        if dynamic:
+            cfg = replace(cfg, PERSISTENT=True, DYNAMIC=True)
         if not cfg.PERSISTENT:
             raise SystemExit(f"{shape}: the default config {cfg} is not persistent; TRACE needs a persistent one")
         for _ in range(3):                                   # compile, warm the clocks and L2
@@ -96,7 +107,9 @@ def main():
         with open(os.path.join(args.out, f"{shape}.json"), "w") as f:
             json.dump({"traceEvents": chrome_events(trace)}, f)
         s = results[shape] = {"config": repr(cfg), **summary(trace)}
-        print(f"{shape}: span {s['span_us']:.1f} us, {s['tiles']} stamped tile-consumers", flush=True)
+        e = s["program_end_us"]
+        print(f"{shape}: span {s['span_us']:.1f} us, {s['tiles']} stamped tile-consumers, programs end at "
+              f"{e['min']:.1f} / {e['median']:.1f} / {e['max']:.1f} us (min / median / max)", flush=True)
         for phase, d in s["phases_us"].items():
             print(f"    {phase:18s} median {d['median']:8.2f}  max {d['max']:8.2f}  share {d['share']:.1%}", flush=True)
     with open(os.path.join(args.out, "summary.json"), "w") as f:

@@ -200,6 +200,24 @@ def test_attention_release_k_early(D, causal, cfg):
     check_attention_sim(q, k, v, cfg, causal=causal, schedules=3)
 
 
+@pytest.mark.parametrize("D,causal,cfg", [
+    (64, True, attention.Config(PERSISTENT=True, PROGRAMS=3, P_EARLY=True, DYNAMIC=True)),
+    (64, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2,
+                                RELEASE_K_EARLY=True, DYNAMIC=True)),
+    (128, False, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
+                                  RELEASE_K_EARLY=True, DYNAMIC=True))],
+    ids=["d64-causal", "d64-b192-causal", "d128-obuf"])
+def test_attention_dynamic_tiles(D, causal, cfg, monkeypatch):
+    """DYNAMIC: programs take tiles from a global counter; the producer sends each tile's number with its Q
+    and a last number past the end. Six heads in groups of four (a partial last group), twice in a row:
+    the counter must be back at zero after each launch, and every tile computed once (poisoned output)."""
+    monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 384 * D * 2)     # head_group = 4 of the 6 heads
+    q, k, v = (torch.randn(2, 3, 384, D, dtype=torch.float16) for _ in range(3))
+    for _ in range(2):
+        check_attention_sim(q, k, v, cfg, causal=causal, schedules=2)
+        assert attention.tile_counter(q.device).item() == 0
+
+
 @pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True),
                                             (128, 1024, True), (128, 16384, False), (64, 4096, False)])
 def test_default_configs_on_the_simulator(D, S_for, causal):
@@ -262,7 +280,8 @@ def test_attention_trace_stamps_every_tile():
             flat = [x for t in stamped for x in t]
             assert flat == sorted(flat)
     assert {phase for _, _, _, phase, _, _ in tile_phases(trace)} == set(PHASES)
-    assert summary(trace)["tiles"] == 2 * 2 * 4
+    s = summary(trace)
+    assert s["tiles"] == 2 * 2 * 4 and 0 < s["program_end_us"]["min"] <= s["program_end_us"]["max"] <= s["span_us"]
     with pytest.raises(attention.ConfigRejected, match="persistent"):
         attention.launch_args(q, k, v, out, lse, 0.125, "bhsd", attention.Config(), trace=trace)
 

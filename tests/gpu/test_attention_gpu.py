@@ -316,3 +316,23 @@ def test_skip_blocks_gpu(D, S, causal, window, cfg):
     q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out, lse = run_gpu(q, k, v, config=cfg, causal=causal, window=window)
     check_gpu(out, lse, *reference(q, k, v, causal=causal, window=window, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("D,S,causal,cfg", [
+    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, DYNAMIC=True)),
+    (64, 2048, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                      RELEASE_K_EARLY=True, DYNAMIC=True)),
+    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
+                                       DYNAMIC=True)),
+    (256, 1024, False, attention.Config(BN=64, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True,
+                                        DYNAMIC=True))],
+    ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-pingpong"])
+def test_dynamic_tiles_gpu(D, S, causal, cfg):
+    """DYNAMIC (tiles from a global counter, 132 programs racing for them), three launches in a row: each
+    output poisoned and right, and the counter back at zero after each."""
+    q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
+    for _ in range(3):
+        out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
+        check_gpu(out, lse, *ref)
+        assert attention.tile_counter(q.device).item() == 0

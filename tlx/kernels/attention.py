@@ -593,16 +593,151 @@ def stamp_tile(trace_ptr, cid, k, stamp, CONSUMERS: tl.constexpr, TRACE: tl.cons
 
 
 @tlx.jit
+def tile_in_order(t, NUM_M, BH, H, HEAD_GROUP, BM: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+    """(first query row, batch, head) of tile t of the DYNAMIC order: heads in groups of HEAD_GROUP
+    (launch_args sizes a group's K/V to share L2), inside a group the tiles of one length for every head in
+    turn, longest first (LONGEST_FIRST: later rows attend more keys). Programs take tiles in this order as
+    they finish (list scheduling): the long tiles start early and the short ones fill the end."""
+    g = t // (HEAD_GROUP * NUM_M)
+    first = g * HEAD_GROUP
+    heads = tl.minimum(HEAD_GROUP, BH - first)             # the last group may be smaller
+    i = t - first * NUM_M
+    bh = first + i % heads
+    m_block = i // heads
+    if LONGEST_FIRST:
+        m_block = NUM_M - 1 - m_block
+    return m_block * BM, bh // H, bh % H
+
+
+@tlx.jit
+def load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS: tl.constexpr, D: tl.constexpr,
+           CONSUMERS: tl.constexpr, Q_BUFS: tl.constexpr, PERSISTENT: tl.constexpr, DYNAMIC: tl.constexpr):
+    """Producer: the k-th tile's Q, a box per consumer, into its Q buffer once it stored its tile k - Q_BUFS
+    (persistent). DYNAMIC: the tile's first row, batch and head go into tile_ids with it (the consumer
+    reads them after the Q wait: no index arithmetic between its tiles)."""
+    qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
+    for c in tl.static_range(CONSUMERS):
+        slot = c + CONSUMERS * qs
+        if PERSISTENT:
+            tlx.barrier_wait(q_empty[slot], qp ^ 1)              # consumer c stored its tile k - Q_BUFS
+        if DYNAMIC:
+            send_tile(tile_ids, slot, m0, b, h)
+        tlx.barrier_expect_bytes(q_full[slot], ROWS * D * tlx.size_of(tlx.dtype_of(q_desc)))
+        tlx.async_descriptor_load(q_desc, q_bufs[slot], [q_row + c * ROWS, q_col], q_full[slot])
+
+
+@tlx.jit
+def load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row, kv_col,
+            BN: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+    """Producer: a tile's K/V blocks lo..hi into the ring (cnt blocks loaded before), each stage once the
+    consumers released it: K's (k_empty) and V's (kv_empty) separately with RELEASE_K_EARLY."""
+    for j in range(lo, hi):
+        s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
+        tlx.barrier_wait(k_empty[s], p ^ 1)
+        tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(tlx.dtype_of(k_desc)))
+        tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
+        if RELEASE_K_EARLY:
+            tlx.barrier_wait(kv_empty[s], p ^ 1)
+        tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(tlx.dtype_of(v_desc)))
+        tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
+
+
+@tlx.jit
+def end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS: tl.constexpr, Q_BUFS: tl.constexpr):
+    """Producer, DYNAMIC: no tile is left. Each consumer's next Q buffer gets first row -1 and its
+    barrier an arrival without data: the consumer reads it and stops."""
+    qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
+    for c in tl.static_range(CONSUMERS):
+        slot = c + CONSUMERS * qs
+        tlx.barrier_wait(q_empty[slot], qp ^ 1)
+        send_tile(tile_ids, slot, -1, 0, 0)
+        tlx.barrier_arrive(q_full[slot])
+
+
+@tlx.jit
+def send_tile(tile_ids, slot, m0, b, h):
+    """DYNAMIC: a tile's (first row, batch, head) into Q buffer `slot`'s three tile_ids entries."""
+    tlx.local_store(tile_ids[3 * slot], tl.full((1,), m0, tl.int32))
+    tlx.local_store(tile_ids[3 * slot + 1], tl.full((1,), b, tl.int32))
+    tlx.local_store(tile_ids[3 * slot + 2], tl.full((1,), h, tl.int32))
+
+
+@tlx.jit
+def next_tile(k, cid, q_full, tile_ids, CONSUMERS: tl.constexpr, Q_BUFS: tl.constexpr):
+    """Consumer, DYNAMIC: (first row, batch, head) of its k-th tile (first row -1: none left), once the
+    producer sent them."""
+    qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
+    slot = cid + CONSUMERS * qs
+    tlx.barrier_wait(q_full[slot], qp)
+    m0 = tl.max(tlx.local_load(tile_ids[3 * slot]), 0)
+    b = tl.max(tlx.local_load(tile_ids[3 * slot + 1]), 0)
+    h = tl.max(tlx.local_load(tile_ids[3 * slot + 2]), 0)
+    return m0, b, h
+
+
+@tlx.jit
+def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty, k_full, v_full,
+                 k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q, S_K,
+                 H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr,
+                 D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
+                 BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
+                 MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
+                 PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
+                 PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
+                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr):
+    """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
+    before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
+    (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
+    ROWS: tl.constexpr = BM // CONSUMERS
+    dtype = tlx.dtype_of(o_desc)
+    q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
+        m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
+        KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
+    qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
+    q_slot = cid + CONSUMERS * qs
+    stamp_tile(trace_ptr, cid, k, 0, CONSUMERS, TRACE)
+    tlx.barrier_wait(q_full[q_slot], qp)
+    stamp_tile(trace_ptr, cid, k, 1, CONSUMERS, TRACE)
+    r0 = m0 + cid * ROWS
+    zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                      # one Q buffer: constant slots
+    pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]              # (unused without PIN_WAIT)
+    m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty,
+                                   kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
+                                   win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
+                                   SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
+    stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
+    if ACTIVATION == "softmax":
+        out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
+    else:
+        out = acc
+    if PERSISTENT and O_BUFFER:
+        tlx.barrier_arrive(q_empty[q_slot])                      # Q's last wgmma has retired
+    staging = o_bufs[cid] if O_BUFFER else q_bufs[q_slot]
+    store_output(out.to(dtype), o_desc, o_ptr, staging, q_row + cid * ROWS, q_col, q_len - r0, O_STRIDE,
+                 ROWS, D, VARLEN, O_BUFFER)
+    if PERSISTENT and not O_BUFFER:
+        tlx.barrier_arrive(q_empty[q_slot])                      # the store has read Q's buffer
+    if ACTIVATION == "softmax":
+        rows = r0 + tl.arange(0, ROWS)
+        lse = (m_i + tl.log2(l_i)) / LOG2E
+        lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
+        tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
+    stamp_tile(trace_ptr, cid, k, 3, CONSUMERS, TRACE)
+    return hi - lo
+
+
+@tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
-                         NUM_TILES, OPAQUE_ZERO, trace_ptr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                         STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                         NUM_TILES, OPAQUE_ZERO, trace_ptr, tile_counter, HEAD_GROUP, D: tl.constexpr,
+                         BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
-                         SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr):
+                         SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -612,7 +747,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     parameter, not derived here: the task splitter reads `replicate=` before the body's constexprs);
     O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY,
     RELEASE_K_EARLY see Config; SKIP_BLOCKS see consume_blocks. TRACE (persistent): each consumer stamps
-    each tile's start, its Q landing, its K/V blocks done and its output stored (stamp_tile)."""
+    each tile's start, its Q landing, its K/V blocks done and its output stored (stamp_tile).
+    DYNAMIC (persistent): the producer takes each next tile from the global tile_counter (zero at launch;
+    the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
+    with its Q (tile_ids); static persistent programs walk tile_of's rounds instead."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:                                             # (never persistent) the grid covers the longest
         first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
@@ -621,10 +759,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
             return
     dtype = tlx.dtype_of(q_desc)
     q_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS * Q_BUFS)   # slot c + CONSUMERS * (tile % Q_BUFS)
-    if O_BUFFER:
-        o_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS)
-    if PIN_WAIT:
-        pins = tlx.local_alloc((ROWS,), tl.float32, CONSUMERS)    # written, never read (pipelined_blocks)
+    o_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS) if O_BUFFER else q_bufs       # (else unused)
+    pins = tlx.local_alloc((ROWS,), tl.float32, CONSUMERS) if PIN_WAIT else q_bufs      # written, never read
     k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
     q_full = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
@@ -636,75 +772,72 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         k_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)
     else:
         k_empty = kv_empty
+    if DYNAMIC:
+        tile_ids = tlx.local_alloc((1,), tl.int32, 3 * CONSUMERS * Q_BUFS)   # the tile behind each Q buffer
+    else:
+        tile_ids = q_bufs                                                # (unused)
     n_tiles = program_tile_count(NUM_TILES, PERSISTENT)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
-            for k in range(n_tiles):
-                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
-                q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
-                    m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
-                    KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
-                for c in tl.static_range(CONSUMERS):
-                    slot = c + CONSUMERS * qs
-                    if PERSISTENT:
-                        tlx.barrier_wait(q_empty[slot], qp ^ 1)          # consumer c stored its tile k - Q_BUFS
-                    tlx.barrier_expect_bytes(q_full[slot], ROWS * D * tlx.size_of(dtype))
-                    tlx.async_descriptor_load(q_desc, q_bufs[slot], [q_row + c * ROWS, q_col], q_full[slot])
-                for j in range(lo, hi):
-                    s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
-                    tlx.barrier_wait(k_empty[s], p ^ 1)
-                    tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(dtype))
-                    tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
-                    if RELEASE_K_EARLY:
-                        tlx.barrier_wait(kv_empty[s], p ^ 1)
-                    tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(dtype))
-                    tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
-                cnt += hi - lo
+            if DYNAMIC:
+                t = tl.program_id(0)
+                k = 0
+                while t < NUM_TILES:
+                    m0, b, h = tile_in_order(t, NUM_M, NUM_TILES // NUM_M, H, HEAD_GROUP, BM, BOUND_R)
+                    q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
+                        m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
+                        KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
+                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS, Q_BUFS,
+                           PERSISTENT, DYNAMIC)
+                    fetched = tl.atomic_add(tile_counter, 1, sem="relaxed")  # next tile: its latency overlaps the
+                    tl.store(tile_counter, 0, mask=fetched == NUM_TILES - 1)  # K/V ring wait; the launch's last
+                    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,  # fetch
+                            kv_row, kv_col, BN, D, STAGES, RELEASE_K_EARLY)                  # resets the counter
+                    cnt += hi - lo
+                    t = fetched + tl.num_programs(0)                     # the first tiles are the program ids
+                    k += 1
+                end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
+            else:
+                for k in range(n_tiles):
+                    m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                    q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
+                        m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
+                        KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
+                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS, Q_BUFS,
+                           PERSISTENT, DYNAMIC)
+                    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row,
+                            kv_col, BN, D, STAGES, RELEASE_K_EARLY)
+                    cnt += hi - lo
         with tlx.async_task(num_warps=4, registers=240 if CONSUMERS == 2 else 160, replicate=CONSUMERS):
             cid = tlx.async_task_replica_id()                            # consumers (3 x 160 registers + the
             if PINGPONG:                                                 # producer's 32 fill the register file)
                 if cid == CONSUMERS - 1:
                     tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
             cnt = 0
-            for k in range(n_tiles):
-                m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
-                q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
-                    m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
-                    KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
-                q_slot = cid + CONSUMERS * qs
-                stamp_tile(trace_ptr, cid, k, 0, CONSUMERS, TRACE)
-                tlx.barrier_wait(q_full[q_slot], qp)
-                stamp_tile(trace_ptr, cid, k, 1, CONSUMERS, TRACE)
-                r0 = m0 + cid * ROWS
-                zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                  # one Q buffer: constant slots
-                pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]          # (unused without PIN_WAIT)
-                m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty,
-                                               kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
-                                               win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
-                                               SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
-                                               P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
-                stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
-                if ACTIVATION == "softmax":
-                    out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
-                else:
-                    out = acc
-                if PERSISTENT and O_BUFFER:
-                    tlx.barrier_arrive(q_empty[q_slot])                  # Q's last wgmma has retired
-                staging = o_bufs[cid] if O_BUFFER else q_bufs[q_slot]
-                store_output(out.to(dtype), o_desc, o_ptr, staging, q_row + cid * ROWS, q_col, q_len - r0, O_STRIDE,
-                             ROWS, D, VARLEN, O_BUFFER)
-                if PERSISTENT and not O_BUFFER:
-                    tlx.barrier_arrive(q_empty[q_slot])                  # the store has read Q's buffer
-                if ACTIVATION == "softmax":
-                    rows = r0 + tl.arange(0, ROWS)
-                    lse = (m_i + tl.log2(l_i)) / LOG2E
-                    lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
-                    tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
-                stamp_tile(trace_ptr, cid, k, 3, CONSUMERS, TRACE)
-                cnt += hi - lo
+            if DYNAMIC:
+                k = 0
+                m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
+                while m0 >= 0:
+                    cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
+                                        k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
+                                        softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
+                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
+                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
+                                        PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
+                    k += 1
+                    m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
+            else:
+                for k in range(n_tiles):
+                    m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                    cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
+                                        k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
+                                        softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
+                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
+                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
+                                        PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -735,10 +868,15 @@ class Config:
     #                               two-stage PIPELINE loop (V j-1 and K j in use) still loads a block ahead
     SKIP_MASKED: bool = True      # a consumer skips the tile's blocks its rows cannot attend (skip_blocks), where
     #                               its range can be shorter than the tile's (skip_blocks_possible)
+    DYNAMIC: bool = False         # persistent: programs take the next tile from a global counter as they finish,
+    #                               longest first inside L2-sized head groups (tile_in_order), not fixed rounds
+    HEAD_GROUP: int = 0           # DYNAMIC: heads per group of tile_in_order; 0 = as many as share L2_SHARE bytes
 
     def __post_init__(self):
         if self.BM not in (128, 192):
             raise ConfigRejected(f"attention.Config: BM must be 128 (two consumers) or 192 (three), got {self.BM}")
+        if self.DYNAMIC and not self.PERSISTENT:
+            raise ConfigRejected("attention.Config: DYNAMIC (tiles from a global counter) needs PERSISTENT=True")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
@@ -959,6 +1097,31 @@ def _views(q, k, v, o, shape: Shape, layout: str):
     return views, (rows_per_batch, 0, D, rows_per_batch, 0, D, H * D)
 
 
+L2_SHARE = 16 << 20     # DYNAMIC: bytes of K/V a head group may keep in L2 (a third of the H200's 50 MB)
+
+
+def head_group(shape: Shape, D: int, itemsize: int) -> int:
+    """DYNAMIC: heads per group of tile_in_order, as many as share L2_SHARE bytes of K/V (GQA heads share
+    theirs)."""
+    kv_bytes = 2 * shape.S_k * D * itemsize * shape.H_kv // shape.H
+    return max(1, min(shape.B * shape.H, L2_SHARE // max(kv_bytes, 1)))
+
+
+_TILE_COUNTERS: dict = {}
+
+
+def tile_counter(device):
+    """DYNAMIC: the int32 tile counter of launches on this device and stream (zero between launches: each
+    launch's last fetch resets it; launches on one stream run one after another). Kept for the process:
+    prepared launches hold its address."""
+    import torch
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    key = (str(device), stream)
+    if key not in _TILE_COUNTERS:
+        _TILE_COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=device)
+    return _TILE_COUNTERS[key]
+
+
 def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
                 features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
                 trace=None):
@@ -1004,7 +1167,9 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
             left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles,
             0,                                                  # OPAQUE_ZERO: a zero no compiler can see
-            o if trace is None else trace)
+            o if trace is None else trace,
+            tile_counter(q.device) if cfg.DYNAMIC else o,
+            cfg.HEAD_GROUP or head_group(shape, D, q.element_size()))
     if cfg.PERSISTENT:
         grid = (programs,)
     else:
@@ -1018,7 +1183,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
-                TRACE=trace is not None)
+                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC)
     return args, grid, meta, cfg
 
 
@@ -1065,7 +1230,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                                             sim_options=sim_options, **meta)
 
     window_key = None if window is None else tuple(window)
-    key = (layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation, backend,
+    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else None   # DYNAMIC's tile counter
+    key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation, backend,
            id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
     _LAST_LAUNCH.get(key, prepare)()
     return (o, lse) if return_lse else o
