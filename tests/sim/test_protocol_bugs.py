@@ -221,3 +221,28 @@ def test_spin_on_a_later_program_is_a_livelock_not_a_hang():
     with pytest.raises(tlx.sim.LivelockError) as info:
         flag_handoff[(4,)](flags, out, BUG=1, backend="sim")
     assert info.value.line == marker_line(HERE, "spin") and "spin-wait" in str(info.value)
+
+
+@tlx.jit
+def scaled_copy(x_ptr, out_ptr, n, BUG: tl.constexpr, BLOCK: tl.constexpr = 64):
+    """out[i] = 2 x[i] for i < n, in blocks; BUG=1 drops the store's mask, so the last block writes past
+    the end of `out` (on the GPU: someone else's memory; on the CPU: a crash without the check)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    keep = offs < n
+    x = tl.load(x_ptr + offs, mask=keep, other=0.0)      # masked-off lanes past the end are never checked
+    if BUG == 1:
+        tl.store(out_ptr + offs, x * 2)  # BUG:bounds
+    else:
+        tl.store(out_ptr + offs, x * 2, mask=keep)
+
+
+def test_store_past_the_end_is_reported_with_the_tensor_it_missed():
+    x = torch.randn(100)
+    out = torch.full((100,), float("nan"))
+    scaled_copy[(2,)](x, out, 100, BUG=0, backend="sim")
+    assert torch.equal(out, x * 2)
+    with pytest.raises(tlx.sim.GlobalBoundsError) as info:
+        scaled_copy[(2,)](x, out, 100, BUG=1, backend="sim")
+    e = info.value
+    assert e.line == marker_line(HERE, "bounds") and e.program_id == (1, 0, 0)
+    assert "'out_ptr' (400 bytes), 0 bytes past its end" in str(e) and "28 of 64 unmasked lanes" in str(e)

@@ -1232,7 +1232,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                                             sim_options=sim_options, **meta)
 
     window_key = None if window is None else tuple(window)
-    stream = torch.cuda.current_stream(q.device).cuda_stream if q.is_cuda else None   # DYNAMIC's tile counter
+    dynamic = config is not None and config.DYNAMIC and q.is_cuda      # its tile counter is per stream
+    stream = torch.cuda.current_stream(q.device).cuda_stream if dynamic else None
     key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation, backend,
            id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
     _LAST_LAUNCH.get(key, prepare)()

@@ -30,7 +30,8 @@ class Site:
         return f"program {self.program_id} {task}"
 
     def describe(self) -> str:
-        text = f"tlx.{self.op} in {self.kernel}, {self.who}, at {self.location}"
+        name = self.op if self.op.startswith("tl.") else f"tlx.{self.op}"
+        text = f"{name} in {self.kernel}, {self.who}, at {self.location}"
         return text + (f"\n    {self.source}" if self.source else "")
 
 
@@ -113,6 +114,12 @@ class AsyncDotError(ProtocolError):
 class IndexOutOfRangeError(ProtocolError, IndexError):
     """Rule 7: an index outside a buffer ring or a barrier array."""
     rule = "index"
+
+
+class GlobalBoundsError(ProtocolError, IndexError):
+    """A tl.load, tl.store or atomic whose address (in an unmasked lane) lies in no tensor argument of the
+    launch: on the GPU a fault or silent corruption of other memory, on the CPU a crash."""
+    rule = "global-bounds"
 
 
 class LivelockError(ProtocolError):

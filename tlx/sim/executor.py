@@ -11,6 +11,8 @@ import itertools
 import sys
 import types
 
+import numpy as np
+
 import triton
 
 from . import interp
@@ -36,6 +38,7 @@ def launch(kernel, grid, bound_args: dict, num_warps: int = 4, options: SimOptio
             for name, v in bound_args.items()}   # a @tlx.jit function may be passed as a constexpr
     originals = _snapshot(bound_args) if options.schedules > 1 else []
     report = SimReport(kernel.__name__, options.schedules, grid[0] * grid[1] * grid[2])
+    interp.set_allocations(_tensor_arguments(bound_args))
     with interp.patched_language():
         interp.set_grid(grid)
         for schedule in range(options.schedules):
@@ -69,6 +72,23 @@ def _run_program(kernel_name, fn, args, pid, num_warps, options, seed, errors) -
         if not options.collect_all:
             raise
         errors.append(e)
+
+
+def _tensor_arguments(bound_args: dict) -> dict:
+    """name -> torch tensor of every tensor argument (a descriptor's base, numpy arrays as tensors)."""
+    import torch
+    out = {}
+    for name, v in bound_args.items():
+        base = getattr(v, "base", None) if not hasattr(v, "data_ptr") and _is_descriptor(v) else v
+        if isinstance(base, np.ndarray):
+            base = torch.from_numpy(base)
+        if hasattr(base, "untyped_storage"):
+            out[name] = base
+    return out
+
+
+def _is_descriptor(v) -> bool:
+    return all(hasattr(v, a) for a in ("base", "shape", "strides", "block_shape"))
 
 
 def _snapshot(bound_args: dict) -> list:

@@ -7,6 +7,7 @@ convert launch arguments with its `_implicit_cvt`. A triton version bump touches
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import numpy as np
 import triton.language as tl
@@ -41,6 +42,8 @@ def patched_language():
     scope.set_attr(tl.tensor, "__bool__", lambda self: True if self.handle.data.size != 1  # as the interpreter
                    else bool(np.asarray(self.handle.data).reshape(-1)[0]))
     scope.set_attr(builder, "create_inline_asm", _inline_asm)   # the interpreter refuses every asm block
+    for name, (ptr, mask) in _POINTER_OPS.items():                 # an address outside every tensor: a report,
+        scope.set_attr(builder, name, _bounds_checked(getattr(builder, name), name, ptr, mask))  # not a crash
     for name in ("create_atomic_rmw", "create_atomic_cas"):       # a spin on global memory must not hang
         scope.set_attr(builder, name, _spin_checked(getattr(builder, name)))
     try:
@@ -65,6 +68,75 @@ def _inline_asm(asm, constraints, values, types, is_pure, pack):
         from ..errors import TlxUnsupported
         raise TlxUnsupported("tl.inline_asm_elementwise", "sim", f"its PTX instructions return float32, got {dtype}")
     return _AsmResults([TensorHandle(result, tl.float32)])
+
+
+# builder method: (its pointer parameter, its mask parameter or None)
+_POINTER_OPS = {"create_load": ("ptr", None), "create_store": ("ptr", None), "create_masked_load": ("ptrs", "mask"),
+                "create_masked_store": ("ptrs", "mask"), "create_atomic_rmw": ("ptr", "mask"),
+                "create_atomic_cas": ("ptr", None)}
+_OP_NAMES = {"create_load": "tl.load", "create_store": "tl.store", "create_masked_load": "tl.load",
+             "create_masked_store": "tl.store", "create_atomic_rmw": "atomic", "create_atomic_cas": "tl.atomic_cas"}
+
+
+class Allocations:
+    """The launch's tensor arguments as sorted address ranges [start, end) of their storage."""
+    def __init__(self, named: dict):
+        ranges = sorted((int(t.untyped_storage().data_ptr()), int(t.untyped_storage().nbytes()), name)
+                        for name, t in named.items())
+        self.starts = np.array([r[0] for r in ranges], dtype=np.uint64)
+        self.ends = np.array([r[0] + r[1] for r in ranges], dtype=np.uint64)
+        self.names = [r[2] for r in ranges]
+
+    def outside(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        """Which of the addresses (uint64) do not start an nbytes access inside one range."""
+        i = np.searchsorted(self.starts, addrs, side="right").astype(np.int64) - 1
+        inside = (i >= 0) & (addrs + np.uint64(nbytes) <= self.ends[np.maximum(i, 0)])
+        return ~inside
+
+    def nearest(self, addr: int) -> str:
+        if not self.names:
+            return "the launch has no tensor arguments"
+        gaps = [(max(int(s) - addr, addr - int(e) + 1, 0), n, int(s), int(e))
+                for s, e, n in zip(self.starts, self.ends, self.names)]
+        _, name, start, end = min(gaps)
+        where = f"{addr - end} bytes past its end" if addr >= end else f"{start - addr} bytes before its start"
+        return f"nearest tensor argument: '{name}' ({end - start} bytes), {where}"
+
+
+_allocations: Allocations | None = None
+
+
+def set_allocations(named: dict) -> None:
+    """The tensors (name -> torch tensor) the launch's pointer accesses may touch."""
+    global _allocations
+    _allocations = Allocations(named)
+
+
+def _bounds_checked(create, name, ptr_name, mask_name):
+    """A pointer op that first checks every unmasked lane's address against the launch's tensors."""
+    signature = inspect.signature(create)
+
+    def checked(*args, **kwargs):
+        if _allocations is not None:
+            bound = signature.bind(*args, **kwargs).arguments
+            ptr, mask = bound[ptr_name], bound.get(mask_name) if mask_name else None
+            addrs = np.asarray(ptr.data).astype(np.uint64).reshape(-1)
+            live = np.ones(addrs.shape, dtype=bool) if mask is None else \
+                np.broadcast_to(np.asarray(mask.data), np.asarray(ptr.data).shape).reshape(-1).astype(bool)
+            nbytes = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+            bad = _allocations.outside(addrs, nbytes) & live
+            if bad.any():
+                from .errors import GlobalBoundsError, Site
+                task = getattr(_current, "task", None)
+                op = _OP_NAMES[name]
+                site = task.program.site(task, op) if task is not None else Site(op=op)
+                addr = int(addrs[bad][0])
+                raise GlobalBoundsError(f"{op} at address {addr:#x} ({int(bad.sum())} of {int(live.sum())} unmasked "
+                                        f"lanes) is outside every tensor argument", site,
+                                        details=_allocations.nearest(addr) + "; mask the lanes past the end, or "
+                                        "check the offsets")
+        return create(*args, **kwargs)
+    return checked
 
 
 SPIN_LIMIT = 10_000     # identical atomic results in a row at one address: a spin that can never end
