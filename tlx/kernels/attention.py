@@ -731,7 +731,8 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
                          NUM_TILES, OPAQUE_ZERO, trace_ptr, tile_counter, HEAD_GROUP, D: tl.constexpr,
-                         BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                         BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
+                         BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                          VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
@@ -788,8 +789,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS, Q_BUFS,
-                           PERSISTENT, DYNAMIC)
+                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
+                           Q_BUFS, PERSISTENT, DYNAMIC)
                     fetched = tl.atomic_add(tile_counter, 1, sem="relaxed")  # next tile: its latency overlaps the
                     tl.store(tile_counter, 0, mask=fetched == NUM_TILES - 1)  # K/V ring wait; the launch's last
                     load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,  # fetch
@@ -804,8 +805,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS, Q_BUFS,
-                           PERSISTENT, DYNAMIC)
+                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
+                           Q_BUFS, PERSISTENT, DYNAMIC)
                     load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row,
                             kv_col, BN, D, STAGES, RELEASE_K_EARLY)
                     cnt += hi - lo
@@ -815,7 +816,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 if cid == CONSUMERS - 1:
                     tlx.named_barrier_arrive(8, 256)                     # consumer 0 goes first
             cnt = 0
-            if DYNAMIC:
+            if DYNAMIC:      # (two loops, one call: a while loop for the static tiles changed the defaults' SASS)
                 k = 0
                 m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
                 while m0 >= 0:
@@ -1234,8 +1235,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     window_key = None if window is None else tuple(window)
     dynamic = config is not None and config.DYNAMIC and q.is_cuda      # its tile counter is per stream
     stream = torch.cuda.current_stream(q.device).cuda_stream if dynamic else None
-    key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation, backend,
-           id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
+    key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation,
+           backend, id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
     _LAST_LAUNCH.get(key, prepare)()
     return (o, lse) if return_lse else o
 
