@@ -209,13 +209,18 @@ def test_attention_release_k_early(D, causal, cfg):
     ids=["d64-causal", "d64-b192-causal", "d128-obuf"])
 def test_attention_dynamic_tiles(D, causal, cfg, monkeypatch):
     """DYNAMIC: programs take tiles from a global counter; the producer sends each tile's number with its Q
-    and a last number past the end. Six heads in groups of four (a partial last group), twice in a row:
-    the counter must be back at zero after each launch, and every tile computed once (poisoned output)."""
+    and a last row of -1. Six heads in groups of four (a partial last group), two schedules: every tile
+    computed once (poisoned output); and the launch's last fetch leaves the counter at zero."""
     monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 384 * D * 2)     # head_group = 4 of the 6 heads
     q, k, v = (torch.randn(2, 3, 384, D, dtype=torch.float16) for _ in range(3))
-    for _ in range(2):
-        check_attention_sim(q, k, v, cfg, causal=causal, schedules=2)
-        assert attention.tile_counter(q.device).item() == 0
+    check_attention_sim(q, k, v, cfg, causal=causal, schedules=2)
+    o, lse = torch.empty_like(q), torch.empty(2, 3, 384)
+    args, grid, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,
+                                                attention.Features(causal=causal))
+    counter, head_group = args[-2], args[-1]
+    assert head_group == 4 and counter.item() == 0
+    attention.attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend="sim", **meta)
+    assert counter.item() == 0
 
 
 @pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True),

@@ -1116,9 +1116,12 @@ _TILE_COUNTERS: dict = {}
 def tile_counter(device):
     """DYNAMIC: the int32 tile counter of launches on this device and stream (zero between launches: each
     launch's last fetch resets it; launches on one stream run one after another). Kept for the process:
-    prepared launches hold its address."""
+    prepared launches hold its address. On the CPU (the simulator) a fresh one per launch: a simulated
+    launch stopped by a protocol error must not leave a count behind for the next."""
     import torch
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    if device.type != "cuda":
+        return torch.zeros(1, dtype=torch.int32, device=device)
+    stream = torch.cuda.current_stream(device).cuda_stream
     key = (str(device), stream)
     if key not in _TILE_COUNTERS:
         _TILE_COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=device)
