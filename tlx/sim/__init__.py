@@ -7,8 +7,8 @@ warp-specialized partition, and reports protocol bugs (races, deadlocks, barrier
 """
 from .check import FileCheckReport, check_file
 from .errors import (ALL_RULES, AsyncDotError, BarrierProtocolError, DeadlockError, ExpectBytesError,
-                     ExtraArrivalError, GlobalBoundsError, IndexOutOfRangeError, LivelockError, OverwriteBeforeReleaseError,
-                     ProtocolError, RaceError, ReadBeforeWaitError, SimReport, Site)
+                     ExtraArrivalError, GlobalBoundsError, IndexOutOfRangeError, LivelockError,
+                     OverwriteBeforeReleaseError, ProtocolError, RaceError, ReadBeforeWaitError, SimReport, Site)
 from .executor import launch
 from .options import SimOptions
 from .rules import RULES, missing_rules

@@ -75,7 +75,8 @@ _POINTER_OPS = {"create_load": ("ptr", None), "create_store": ("ptr", None), "cr
                 "create_masked_store": ("ptrs", "mask"), "create_atomic_rmw": ("ptr", "mask"),
                 "create_atomic_cas": ("ptr", None)}
 _OP_NAMES = {"create_load": "tl.load", "create_store": "tl.store", "create_masked_load": "tl.load",
-             "create_masked_store": "tl.store", "create_atomic_rmw": "atomic", "create_atomic_cas": "tl.atomic_cas"}
+             "create_masked_store": "tl.store", "create_atomic_rmw": "tl.atomic_rmw",
+             "create_atomic_cas": "tl.atomic_cas"}
 
 
 class Allocations:
