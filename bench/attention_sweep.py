@@ -116,6 +116,9 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           # tiles taken from a global counter as programs finish (persistent even where the default is a grid)
           "default_dyn": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                       DYNAMIC=True),
+          # the tiles dealt by the host's balanced table (persistent even where the default is a grid)
+          "default_bal": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
+                                                      BALANCED=True),
           **{f"default_dyn_g{g}": (lambda g: lambda D, S, causal: replace(
               attention.default_config(D, S, causal), PERSISTENT=True, DYNAMIC=True, HEAD_GROUP=g))(g)
              for g in (1, 4, 16)}}

@@ -2,8 +2,8 @@
 nanosecond timer, one time base for all SMs) turned into per-phase medians and a Chrome trace (open it
 in ui.perfetto.dev or chrome://tracing: a process per program, a thread per consumer warp group).
     PYTHONPATH=. python3 bench/attention_trace.py --out DIR [--shapes 64x1024c,64x1024,128x1024c]
-A shape is DxS, then "c" for causal and "d" for DYNAMIC tiles (B*S = 16384, H*D = 2048 as in
-bench/attention.py); each runs its default configuration (which must be persistent; "d" makes it
+A shape is DxS, then "c" for causal, "d" for DYNAMIC tiles and "b" for BALANCED ones (B*S = 16384, H*D = 2048 as in
+bench/attention.py); each runs its default configuration (which must be persistent; "d" and "b" make it
 persistent), three stamped launches (compile, warm-up),
 the last checked against torch and kept. Phases per consumer and tile: the wait for Q, the K/V blocks,
 the output store with the LSE, and the gap to the next tile's start; and when the programs finished
@@ -53,6 +53,7 @@ def summary(trace) -> dict:
     finish = sorted((e - t0) / 1e3 for e in ends.values())
     return {"span_us": span, "tiles": len(by_phase.get(PHASES[0], [])),
             "program_end_us": {"min": finish[0], "median": statistics.median(finish), "max": finish[-1]},
+            "program_ends_us": [(ends[pid] - t0) / 1e3 for pid in sorted(ends)],     # by program id
             "phases_us": {p: {"median": statistics.median(d), "max": max(d), "share": sum(d) / total}
                           for p, d in by_phase.items()}}
 
@@ -90,13 +91,13 @@ def main():
     results = {}
     for shape in args.shapes.split(","):
         flags = shape.lstrip("0123456789x")
-        causal, dynamic = "c" in flags, "d" in flags
-        D, S = map(int, shape.rstrip("cd").split("x"))
+        causal, dynamic, balanced = "c" in flags, "d" in flags, "b" in flags
+        D, S = map(int, shape.rstrip("cdb").split("x"))
         B, H = 16384 // S, 2048 // D
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         cfg = attention.default_config(D, S, causal)
-        if dynamic:
-            cfg = replace(cfg, PERSISTENT=True, DYNAMIC=True)
+        if dynamic or balanced:
+            cfg = replace(cfg, PERSISTENT=True, DYNAMIC=dynamic, BALANCED=balanced)
         if not cfg.PERSISTENT:
             raise SystemExit(f"{shape}: the default config {cfg} is not persistent; TRACE needs a persistent one")
         for _ in range(3):                                   # compile, warm the clocks and L2

@@ -217,10 +217,65 @@ def test_attention_dynamic_tiles(D, causal, cfg, monkeypatch):
     o, lse = torch.empty_like(q), torch.empty(2, 3, 384)
     args, grid, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,
                                                 attention.Features(causal=causal))
-    counter, head_group = args[-2], args[-1]
+    counter, head_group = args[-3], args[-2]
     assert head_group == 4 and counter.item() == 0
     attention.attention_fwd_kernel[grid](*args, num_warps=cfg.num_warps, backend="sim", **meta)
     assert counter.item() == 0
+
+
+@pytest.mark.parametrize("D,causal,window,cfg", [
+    (64, True, None, attention.Config(PERSISTENT=True, PROGRAMS=3, P_EARLY=True, BALANCED=True)),
+    (64, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2,
+                                      RELEASE_K_EARLY=True, BALANCED=True)),
+    (128, False, (100, 30), attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
+                                             RELEASE_K_EARLY=True, BALANCED=True))],
+    ids=["d64-causal", "d64-b192-causal", "d128-window-obuf"])
+def test_attention_balanced_tiles(D, causal, window, cfg, monkeypatch):
+    """BALANCED: each program runs the tiles of its row of the host's table (the producer and its consumers
+    read the same row). Six heads in groups of four (a partial last group), two schedules, into a
+    poisoned output: every tile computed once."""
+    monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 384 * D * 2)     # head_group = 4 of the 6 heads
+    q, k, v = (torch.randn(2, 3, 384, D, dtype=torch.float16) for _ in range(3))
+    check_attention_sim(q, k, v, cfg, causal=causal, window=window, schedules=2)
+
+
+@pytest.mark.parametrize("costs,heads,programs,group", [([5.2, 9.2, 13.2, 17.2, 21.2, 25.2, 29.2, 33.2], 128, 132, 16),
+                                                        ([2.2, 3.2, 4.2, 5.2], 6, 4, 4), ([3.0], 5, 5, 2),
+                                                        ([1.0, 7.0, 3.0], 40, 7, 40)])
+def test_balanced_tiles_deal_every_tile_once(costs, heads, programs, group):
+    """The table of balanced_tiles: every tile exactly once, each program's tiles group by group and longest
+    first inside a group, and no program's total more than the longest tile above the mean."""
+    table = attention.balanced_tiles(costs, heads, programs, group)
+    offsets, tiles = table[:programs + 1], table[programs + 1:]
+    assert offsets[0] == 0 and offsets[-1] == len(tiles) and sorted(tiles) == list(range(heads * len(costs)))
+    num_m = len(costs)
+    totals = []
+    for p in range(programs):
+        mine = tiles[offsets[p]:offsets[p + 1]]
+        keys = [((t // num_m) // group, -costs[t % num_m]) for t in mine]
+        assert keys == sorted(keys) and mine
+        totals.append(sum(costs[t % num_m] for t in mine))
+    assert max(totals) - sum(totals) / programs <= max(costs)
+
+
+def test_balanced_tiles_even_the_causal_defaults():
+    """The H200's causal persistent defaults at FA3 sizing: the modelled largest program total within 2% of the
+    mean (tile_of's fixed rounds: 3% above it), every program with work."""
+    for D, S in [(64, 1024), (64, 4096), (128, 1024), (256, 1024), (256, 4096)]:
+        cfg = attention.default_config(D, S, True)
+        shape = attention.Shape(16384 // S, 2048 // D, 2048 // D, S, S, D, False)
+        costs = [attention.tile_cost(m * cfg.BM, S, None, 0, cfg, D) for m in range(S // cfg.BM)]
+        table = attention.balanced_tiles(costs, shape.B * shape.H, 132, attention.head_group(shape, D, 2))
+        offsets, tiles = table[:133], table[133:]
+        totals = [sum(costs[t % len(costs)] for t in tiles[offsets[p]:offsets[p + 1]]) for p in range(132)]
+        assert min(totals) > 0 and max(totals) <= 1.02 * sum(totals) / 132, (D, S)
+
+
+def test_balanced_needs_static_persistent_tiles():
+    with pytest.raises(attention.ConfigRejected, match="BALANCED .* needs PERSISTENT=True and DYNAMIC=False"):
+        attention.Config(BALANCED=True)
+    with pytest.raises(attention.ConfigRejected, match="BALANCED"):
+        attention.Config(PERSISTENT=True, DYNAMIC=True, BALANCED=True)
 
 
 @pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True),

@@ -336,3 +336,21 @@ def test_dynamic_tiles_gpu(D, S, causal, cfg):
         out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
         check_gpu(out, lse, *ref)
         assert attention.tile_counter(q.device).item() == 0
+
+
+@pytest.mark.parametrize("D,S,causal,cfg", [
+    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, BALANCED=True)),
+    (64, 2048, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                      RELEASE_K_EARLY=True, BALANCED=True)),
+    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
+                                       BALANCED=True)),
+    (256, 1024, True, attention.Config(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True, BALANCED=True))],
+    ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-causal"])
+def test_balanced_tiles_gpu(D, S, causal, cfg):
+    """BALANCED (each of 132 programs runs the tiles its row of the host's table deals it), two launches in a
+    row: each output poisoned and right."""
+    q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
+    for _ in range(2):
+        out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
+        check_gpu(out, lse, *ref)

@@ -529,39 +529,52 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
 
 
 @tlx.jit
-def program_tile_count(NUM_TILES, PERSISTENT: tl.constexpr):
-    """Tiles this program runs: one, or (persistent) its share of the rounds tile_of deals."""
+def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.constexpr):
+    """(how many tiles this program runs, where its list starts in tile_table). One; (persistent) its share
+    of the rounds tile_of deals; (BALANCED) the count of its row of the host's table (balanced_tiles: the
+    program offsets, then every program's tile numbers)."""
+    row = tile_table                                         # (unused unless BALANCED)
     if PERSISTENT:
         n_prog = tl.num_programs(0)
         p = tl.program_id(0)
-        last = tl.cdiv(NUM_TILES, n_prog) - 1                # the last round may be partial
-        rem = NUM_TILES - last * n_prog
-        gets = tl.where(last % 2 == 0, p < rem, p >= n_prog - rem)
-        n = last + gets.to(tl.int32)
+        if BALANCED:
+            first = tl.load(tile_table + p)
+            n = tl.load(tile_table + p + 1) - first
+            row = tile_table + (n_prog + 1) + first
+        else:
+            last = tl.cdiv(NUM_TILES, n_prog) - 1            # the last round may be partial
+            rem = NUM_TILES - last * n_prog
+            gets = tl.where(last % 2 == 0, p < rem, p >= n_prog - rem)
+            n = last + gets.to(tl.int32)
     else:
         n = 1
-    return n
+    return n, row
 
 
 @tlx.jit
-def tile_of(k, NUM_M, H, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr):
+def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
+            BALANCED: tl.constexpr):
     """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
     batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
     reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
     head's K/V in L2. LONGEST_FIRST (right-bounded masks): later rows attend more keys, run them first.
     A block-by-block order over all heads (each round one tile length) balanced causal D=256 better
     (+25-48% at S >= 8192) but lost the L2 sharing: D=64/128 causal at S <= 8192 ran 5-20% slower
-    (attention-run5 against run6/7)."""
+    (attention-run5 against run6/7). BALANCED: tile number k of the program's `row` of the host's table
+    (program_tiles), in the order the host chose."""
     if PERSISTENT:
-        n_prog = tl.num_programs(0)
-        p = tl.program_id(0)
-        t = k * n_prog + tl.where(k % 2 == 0, p, n_prog - 1 - p)
+        if BALANCED:
+            t = tl.load(row + k)
+        else:
+            n_prog = tl.num_programs(0)
+            p = tl.program_id(0)
+            t = k * n_prog + tl.where(k % 2 == 0, p, n_prog - 1 - p)
         bh = t // NUM_M
         m_block = t % NUM_M
     else:
         bh = tl.program_id(1)
         m_block = tl.program_id(0)
-    if LONGEST_FIRST:
+    if LONGEST_FIRST and not BALANCED:                     # (the host's table holds the row blocks as run)
         m_block = NUM_M - 1 - m_block
     return m_block * BM, bh // H, bh % H
 
@@ -730,7 +743,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
 @tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
-                         NUM_TILES, OPAQUE_ZERO, trace_ptr, tile_counter, HEAD_GROUP, D: tl.constexpr,
+                         NUM_TILES, OPAQUE_ZERO, trace_ptr, tile_counter, HEAD_GROUP, tile_table, D: tl.constexpr,
                          BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                          BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
@@ -738,7 +751,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr,
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
-                         SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr):
+                         SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
+                         BALANCED: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -751,11 +765,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     each tile's start, its Q landing, its K/V blocks done and its output stored (stamp_tile).
     DYNAMIC (persistent): the producer takes each next tile from the global tile_counter (zero at launch;
     the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
-    with its Q (tile_ids); static persistent programs walk tile_of's rounds instead."""
+    with its Q (tile_ids); static persistent programs walk tile_of's rounds instead, or (BALANCED) the tiles
+    the host dealt each program in tile_table (balanced_tiles)."""
     ROWS: tl.constexpr = BM // CONSUMERS
-    if VARLEN:                                             # (never persistent) the grid covers the longest
-        first_row, seq, _ = tile_of(0, NUM_M, H, BM, PERSISTENT, BOUND_R)   # sequence: this tile may be past
-        seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)  # its end
+    if VARLEN:              # (never persistent) the grid covers the longest sequence: this tile may be past its end
+        first_row, seq, _ = tile_of(0, NUM_M, H, tile_table, BM, PERSISTENT, BOUND_R, BALANCED)
+        seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)
         if first_row >= seq_len:
             return
     dtype = tlx.dtype_of(q_desc)
@@ -777,7 +792,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         tile_ids = tlx.local_alloc((1,), tl.int32, 3 * CONSUMERS * Q_BUFS)   # the tile behind each Q buffer
     else:
         tile_ids = q_bufs                                                # (unused)
-    n_tiles = program_tile_count(NUM_TILES, PERSISTENT)
+    n_tiles, my_tiles = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
@@ -801,7 +816,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
             else:
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
@@ -831,7 +846,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, BM, PERSISTENT, BOUND_R)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
                                         k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
                                         softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
@@ -873,13 +888,19 @@ class Config:
     #                               longest first inside L2-sized head groups (tile_in_order), not fixed rounds;
     #                               evens the finish but tiles ran 1-5% longer, -12% to +3% against the defaults
     #                               (attention_sweep-run11/12, attention_trace-run2/3)
-    HEAD_GROUP: int = 0           # DYNAMIC: heads per group of tile_in_order; 0 = as many as share L2_SHARE bytes
+    HEAD_GROUP: int = 0           # DYNAMIC, BALANCED: heads per group; 0 = as many as share L2_SHARE bytes of K/V
+    BALANCED: bool = False        # persistent: each program runs the tiles a host-built table deals it
+    #                               (balanced_tiles: longest first to the least-loaded program, head group by
+    #                               head group), not tile_of's fixed rounds: the same total work per program
 
     def __post_init__(self):
         if self.BM not in (128, 192):
             raise ConfigRejected(f"attention.Config: BM must be 128 (two consumers) or 192 (three), got {self.BM}")
         if self.DYNAMIC and not self.PERSISTENT:
             raise ConfigRejected("attention.Config: DYNAMIC (tiles from a global counter) needs PERSISTENT=True")
+        if self.BALANCED and (not self.PERSISTENT or self.DYNAMIC):
+            raise ConfigRejected("attention.Config: BALANCED (tiles dealt by a host table) needs PERSISTENT=True and "
+                                 f"DYNAMIC=False, got PERSISTENT={self.PERSISTENT}, DYNAMIC={self.DYNAMIC}")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
@@ -1100,14 +1121,100 @@ def _views(q, k, v, o, shape: Shape, layout: str):
     return views, (rows_per_batch, 0, D, rows_per_batch, 0, D, H * D)
 
 
-L2_SHARE = 16 << 20     # DYNAMIC: bytes of K/V a head group may keep in L2 (a third of the H200's 50 MB)
+L2_SHARE = 16 << 20     # DYNAMIC, BALANCED: bytes of K/V a head group may keep in L2 (a third of the H200's 50 MB)
 
 
 def head_group(shape: Shape, D: int, itemsize: int) -> int:
-    """DYNAMIC: heads per group of tile_in_order, as many as share L2_SHARE bytes of K/V (GQA heads share
-    theirs)."""
+    """DYNAMIC, BALANCED: heads per group (tile_in_order, balanced_tiles), as many as share L2_SHARE bytes of
+    K/V (GQA heads share theirs)."""
     kv_bytes = 2 * shape.S_k * D * itemsize * shape.H_kv // shape.H
     return max(1, min(shape.B * shape.H, L2_SHARE // max(kv_bytes, 1)))
+
+
+TILE_OVERHEAD = 1.2     # BALANCED: a tile's own cost (Q wait, output store, the gap to the next) in 128 x 64 K/V
+#                         blocks' work, from attention_trace-run1..3 (D=64 causal: 1.4 us a tile + 1.18 us a block)
+
+
+def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config, D: int) -> float:
+    """BALANCED's cost model of the tile whose first query row is m0 (fixed lengths): its K/V blocks (the
+    range kv_block_range computes) plus TILE_OVERHEAD, in units of a 128-key, 64-wide block."""
+    lo = max(m0 - left, 0) // cfg.BN if left is not None else 0
+    hi = min(m0 + cfg.BM + right, S_k) if right is not None else S_k
+    blocks = max(triton.cdiv(hi, cfg.BN), lo) - lo
+    return TILE_OVERHEAD + blocks * cfg.BN * D / (128 * 64)
+
+
+def balanced_tiles(costs: list[float], heads: int, programs: int, group: int) -> list[int]:
+    """BALANCED's table: the tiles t = head * len(costs) + m (costs[m]: tile m's cost in every head) dealt to
+    `programs`, head group by head group (`group` heads, as DYNAMIC's tile_in_order), so the programs work
+    through one group's K/V at a time. Inside a group, longest first, each tile to the program with the
+    least total so far (list scheduling, as DYNAMIC does at run time but without its atomic); then
+    balance_swaps evens what a group of fewer tiles than programs leaves. Returns programs + 1 offsets,
+    then each program's tiles in run order (group by group, longest first)."""
+    import heapq
+    num_m = len(costs)
+    by_length = sorted(range(num_m), key=lambda m: -costs[m])
+    loads = [(0.0, p) for p in range(programs)]
+    dealt: list[list[tuple[int, int]]] = [[] for _ in range(programs)]      # (head, m) per program
+    for first in range(0, heads, group):
+        for m in by_length:
+            for bh in range(first, min(first + group, heads)):
+                load, p = heapq.heappop(loads)
+                dealt[p].append((bh, m))
+                heapq.heappush(loads, (load + costs[m], p))
+    balance_swaps(dealt, costs, group)
+    offsets = [0]
+    for tiles in dealt:
+        tiles.sort(key=lambda t: (t[0] // group, -costs[t[1]], t[0]))
+        offsets.append(offsets[-1] + len(tiles))
+    return offsets + [bh * num_m + m for tiles in dealt for bh, m in tiles]
+
+
+def balance_swaps(dealt: list[list[tuple[int, int]]], costs: list[float], group: int, rounds: int = 10000) -> None:
+    """Evens the programs' totals in place: while it lowers the largest, swap a tile of the most loaded
+    program for a shorter one of the same head group in the least loaded (or move it there), the pair whose
+    difference comes nearest half the gap."""
+    loads = [sum(costs[m] for _, m in tiles) for tiles in dealt]
+    for _ in range(rounds):
+        hi = max(range(len(loads)), key=loads.__getitem__)
+        lo = min(range(len(loads)), key=loads.__getitem__)
+        gap = loads[hi] - loads[lo]
+        best = None                                        # (distance from gap / 2, index in hi, index in lo)
+        for i, (bh, m) in enumerate(dealt[hi]):
+            for j, (bh2, m2) in [(-1, (bh, None))] + list(enumerate(dealt[lo])):
+                if bh2 // group != bh // group:
+                    continue
+                delta = costs[m] - (0.0 if m2 is None else costs[m2])
+                if 1e-9 < delta < gap - 1e-9 and (best is None or abs(delta - gap / 2) < best[0]):
+                    best = (abs(delta - gap / 2), i, j)
+        if best is None:
+            return
+        _, i, j = best
+        tile = dealt[hi].pop(i)
+        other = dealt[lo].pop(j) if j >= 0 else None
+        dealt[lo].append(tile)
+        loads[hi] -= costs[tile[1]]
+        loads[lo] += costs[tile[1]]
+        if other is not None:
+            dealt[hi].append(other)
+            loads[hi] += costs[other[1]]
+            loads[lo] -= costs[other[1]]
+
+
+_TILE_TABLES: dict = {}
+
+
+def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int, group: int):
+    """BALANCED: the int32 table of balanced_tiles on `device`, built once per problem and kept (prepared
+    launches hold its address)."""
+    import torch
+    num_m = triton.cdiv(shape.S_q, cfg.BM)
+    key = (str(device), num_m, shape.B * shape.H, shape.S_k, shape.D, cfg.BM, cfg.BN, left, right, programs, group)
+    if key not in _TILE_TABLES:
+        costs = [tile_cost(m * cfg.BM, shape.S_k, left, right, cfg, shape.D) for m in range(num_m)]
+        table = balanced_tiles(costs, shape.B * shape.H, programs, group)
+        _TILE_TABLES[key] = torch.tensor(table, dtype=torch.int32, device=device)
+    return _TILE_TABLES[key]
 
 
 _TILE_COUNTERS: dict = {}
@@ -1170,12 +1277,14 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
         if str(trace.dtype) != "torch.int64" or trace.numel() < need:
             raise ValueError(f"attention.launch_args: 'trace' must be int64 with {need} elements (programs x "
                              f"consumers x {TRACE_TILES} x {TRACE_STAMPS}), got {trace.dtype} with {trace.numel()}")
+    group = cfg.HEAD_GROUP or head_group(shape, D, q.element_size())
     args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
             left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles,
             0,                                                  # OPAQUE_ZERO: a zero no compiler can see
             o if trace is None else trace,
             tile_counter(q.device) if cfg.DYNAMIC else o,
-            cfg.HEAD_GROUP or head_group(shape, D, q.element_size()))
+            group,
+            tile_table(q.device, shape, cfg, left, right, programs, group) if cfg.BALANCED else o)
     if cfg.PERSISTENT:
         grid = (programs,)
     else:
@@ -1189,7 +1298,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
-                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC)
+                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED)
     return args, grid, meta, cfg
 
 
