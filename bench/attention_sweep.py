@@ -119,6 +119,10 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           # the tiles dealt by the host's balanced table (persistent even where the default is a grid)
           "default_bal": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                       BALANCED=True),
+          # ... with its last tenth (fifth) taken from the global counter as programs finish
+          **{f"default_bal_tail{int(share * 100)}": (lambda share: lambda D, S, causal: replace(
+              attention.default_config(D, S, causal), PERSISTENT=True, BALANCED=True, DYNAMIC=True, TAIL=share))(share)
+             for share in (0.1, 0.2)},
           **{f"default_dyn_g{g}": (lambda g: lambda D, S, causal: replace(
               attention.default_config(D, S, causal), PERSISTENT=True, DYNAMIC=True, HEAD_GROUP=g))(g)
              for g in (1, 4, 16)}}

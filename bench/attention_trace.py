@@ -2,7 +2,8 @@
 nanosecond timer, one time base for all SMs) turned into per-phase medians and a Chrome trace (open it
 in ui.perfetto.dev or chrome://tracing: a process per program, a thread per consumer warp group).
     PYTHONPATH=. python3 bench/attention_trace.py --out DIR [--shapes 64x1024c,64x1024,128x1024c]
-A shape is DxS, then "c" for causal, "d" for DYNAMIC tiles and "b" for BALANCED ones (B*S = 16384, H*D = 2048 as in
+A shape is DxS, then "c" for causal, "d" for DYNAMIC tiles and "b" for BALANCED ones ("db": a balanced table
+with a dynamic tail) (B*S = 16384, H*D = 2048 as in
 bench/attention.py); each runs its default configuration (which must be persistent; "d" and "b" make it
 persistent), three stamped launches (compile, warm-up),
 the last checked against torch and kept. Phases per consumer and tile: the wait for Q, the K/V blocks,

@@ -205,12 +205,17 @@ def test_attention_release_k_early(D, causal, cfg):
     (64, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2,
                                 RELEASE_K_EARLY=True, DYNAMIC=True)),
     (128, False, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
-                                  RELEASE_K_EARLY=True, DYNAMIC=True))],
-    ids=["d64-causal", "d64-b192-causal", "d128-obuf"])
+                                  RELEASE_K_EARLY=True, DYNAMIC=True)),
+    (64, True, attention.Config(PERSISTENT=True, PROGRAMS=3, P_EARLY=True, DYNAMIC=True, BALANCED=True, TAIL=0.3)),
+    (128, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
+                                 RELEASE_K_EARLY=True, DYNAMIC=True, BALANCED=True, TAIL=0.5))],
+    ids=["d64-causal", "d64-b192-causal", "d128-obuf", "d64-causal-balanced-tail", "d128-causal-balanced-tail"])
 def test_attention_dynamic_tiles(D, causal, cfg, monkeypatch):
     """DYNAMIC: programs take tiles from a global counter; the producer sends each tile's number with its Q
-    and a last row of -1. Six heads in groups of four (a partial last group), two schedules: every tile
-    computed once (poisoned output); and the launch's last fetch leaves the counter at zero."""
+    and a last row of -1 (with BALANCED, first the tiles the host's table dealt the program, then the
+    table's undealt tail from the counter). Six heads in groups of four (a partial last group), two
+    schedules: every tile computed once (poisoned output); and the launch's last fetch leaves the counter at
+    zero."""
     monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 384 * D * 2)     # head_group = 4 of the 6 heads
     q, k, v = (torch.randn(2, 3, 384, D, dtype=torch.float16) for _ in range(3))
     check_attention_sim(q, k, v, cfg, causal=causal, schedules=2)
@@ -243,8 +248,8 @@ def test_attention_balanced_tiles(D, causal, window, cfg, monkeypatch):
                                                         ([2.2, 3.2, 4.2, 5.2], 6, 4, 4), ([3.0], 5, 5, 2),
                                                         ([1.0, 7.0, 3.0], 40, 7, 40)])
 def test_balanced_tiles_deal_every_tile_once(costs, heads, programs, group):
-    """The table of balanced_tiles: every tile exactly once, each program's tiles group by group and longest
-    first inside a group, and no program's total more than the longest tile above the mean."""
+    """The table of balanced_tiles: every tile exactly once, each program's tiles group by group, inside a
+    group longest and shortest in turn, and no program's total more than the longest tile above the mean."""
     table = attention.balanced_tiles(costs, heads, programs, group)
     offsets, tiles = table[:programs + 1], table[programs + 1:]
     assert offsets[0] == 0 and offsets[-1] == len(tiles) and sorted(tiles) == list(range(heads * len(costs)))
@@ -252,8 +257,12 @@ def test_balanced_tiles_deal_every_tile_once(costs, heads, programs, group):
     totals = []
     for p in range(programs):
         mine = tiles[offsets[p]:offsets[p + 1]]
-        keys = [((t // num_m) // group, -costs[t % num_m]) for t in mine]
-        assert keys == sorted(keys) and mine
+        groups = [(t // num_m) // group for t in mine]
+        assert groups == sorted(groups) and mine
+        for g in set(groups):
+            run = [costs[t % num_m] for t in mine if (t // num_m) // group == g]
+            longest_first = sorted(run, reverse=True)
+            assert run == [longest_first[i // 2] if i % 2 == 0 else longest_first[-1 - i // 2] for i in range(len(run))]
         totals.append(sum(costs[t % num_m] for t in mine))
     assert max(totals) - sum(totals) / programs <= max(costs)
 
@@ -272,10 +281,22 @@ def test_balanced_tiles_even_the_causal_defaults():
 
 
 def test_balanced_needs_static_persistent_tiles():
-    with pytest.raises(attention.ConfigRejected, match="BALANCED .* needs PERSISTENT=True and DYNAMIC=False"):
+    with pytest.raises(attention.ConfigRejected, match="BALANCED .* needs PERSISTENT=True"):
         attention.Config(BALANCED=True)
-    with pytest.raises(attention.ConfigRejected, match="BALANCED"):
-        attention.Config(PERSISTENT=True, DYNAMIC=True, BALANCED=True)
+    with pytest.raises(attention.ConfigRejected, match=r"TAIL .* must be in \(0, 1\), got 1.0"):
+        attention.Config(PERSISTENT=True, DYNAMIC=True, BALANCED=True, TAIL=1.0)
+
+
+def test_balanced_tail_is_the_last_tiles_in_deal_order():
+    """With a tail share, balanced_tiles leaves the last tiles of its deal order (the last head group's
+    shortest) undealt, longest first, at most that share of the work; every program keeps dealt tiles."""
+    costs = [1.0, 2.0, 3.0, 4.0]
+    table = attention.balanced_tiles(costs, 6, 4, 4, tail=0.2)
+    offsets = table[:5]
+    dealt, tail = table[5:5 + offsets[-1]], table[5 + offsets[-1]:]
+    assert sorted(dealt + tail) == list(range(24)) and all(b > a for a, b in zip(offsets, offsets[1:]))
+    assert [(t // 4, t % 4) for t in tail] == [(4, 2), (5, 2), (4, 1), (5, 1), (4, 0), (5, 0)]
+    assert sum(costs[t % 4] for t in tail) <= 0.2 * 60
 
 
 @pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True),

@@ -325,8 +325,12 @@ def test_skip_blocks_gpu(D, S, causal, window, cfg):
     (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
                                        DYNAMIC=True)),
     (256, 1024, False, attention.Config(BN=64, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True,
-                                        DYNAMIC=True))],
-    ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-pingpong"])
+                                        DYNAMIC=True)),
+    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, DYNAMIC=True, BALANCED=True, TAIL=0.3)),
+    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
+                                       DYNAMIC=True, BALANCED=True))],
+    ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-pingpong", "d64-causal-balanced-tail",
+         "d128-causal-balanced-tail"])
 def test_dynamic_tiles_gpu(D, S, causal, cfg):
     """DYNAMIC (tiles from a global counter, 132 programs racing for them), three launches in a row: each
     output poisoned and right, and the counter back at zero after each."""

@@ -656,6 +656,31 @@ def load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty
 
 
 @tlx.jit
+def produce_tile(k, cnt, m0, b, h, last_fetch, tile_counter, q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_full,
+                 q_empty, k_full, v_full, k_empty, kv_empty, tile_ids, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP,
+                 ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D: tl.constexpr, BM: tl.constexpr,
+                 BN: tl.constexpr, STAGES: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
+                 VARLEN: tl.constexpr, CONSUMERS: tl.constexpr, Q_BUFS: tl.constexpr, PERSISTENT: tl.constexpr,
+                 DYNAMIC: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, FETCH: tl.constexpr):
+    """Producer, DYNAMIC: the k-th tile's Q (its coordinates with it) and K/V blocks (cnt loaded before).
+    FETCH: between the two, the next tile's number from the global counter (its latency overlaps the K/V
+    ring wait); the fetch that returns last_fetch is the launch's last and leaves the counter at zero.
+    Returns the blocks loaded so far and the fetched number."""
+    q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
+        m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H,
+        BM, BN, BOUND_L, BOUND_R, VARLEN)
+    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, BM // CONSUMERS, D, CONSUMERS,
+           Q_BUFS, PERSISTENT, DYNAMIC)
+    fetched = 0
+    if FETCH:
+        fetched = tl.atomic_add(tile_counter, 1, sem="relaxed")
+        tl.store(tile_counter, 0, mask=fetched == last_fetch)
+    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row, kv_col, BN, D,
+            STAGES, RELEASE_K_EARLY)
+    return cnt + hi - lo, fetched
+
+
+@tlx.jit
 def end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS: tl.constexpr, Q_BUFS: tl.constexpr):
     """Producer, DYNAMIC: no tile is left. Each consumer's next Q buffer gets first row -1 and its
     barrier an arrival without data: the consumer reads it and stops."""
@@ -797,21 +822,41 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
             if DYNAMIC:
-                t = tl.program_id(0)
+                n_prog = tl.num_programs(0)
                 k = 0
-                while t < NUM_TILES:
-                    m0, b, h = tile_in_order(t, NUM_M, NUM_TILES // NUM_M, H, HEAD_GROUP, BM, BOUND_R)
-                    q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
-                        m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                        KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                    load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
-                           Q_BUFS, PERSISTENT, DYNAMIC)
-                    fetched = tl.atomic_add(tile_counter, 1, sem="relaxed")  # next tile: its latency overlaps the
-                    tl.store(tile_counter, 0, mask=fetched == NUM_TILES - 1)  # K/V ring wait; the launch's last
-                    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,  # fetch
-                            kv_row, kv_col, BN, D, STAGES, RELEASE_K_EARLY)                  # resets the counter
-                    cnt += hi - lo
-                    t = fetched + tl.num_programs(0)                     # the first tiles are the program ids
+                tail = tile_table                                        # (BALANCED: the undealt tiles)
+                if BALANCED:                                             # the dealt tiles, then the tail
+                    for i in range(n_tiles):
+                        m0, b, h = tile_of(i, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
+                        cnt, _ = produce_tile(i, cnt, m0, b, h, 0, tile_counter, q_desc, k_desc, v_desc, q_bufs,
+                                              k_bufs, v_bufs, q_full, q_empty, k_full, v_full, k_empty, kv_empty,
+                                              tile_ids, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H,
+                                              COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D, BM, BN, STAGES, BOUND_L,
+                                              BOUND_R, VARLEN, CONSUMERS, Q_BUFS, PERSISTENT, DYNAMIC,
+                                              RELEASE_K_EARLY, False)
+                    k = n_tiles
+                    dealt = tl.load(tile_table + n_prog)
+                    tail = tile_table + (n_prog + 1) + dealt
+                    limit = NUM_TILES - dealt
+                    off = 0                                              # tail tile t = the fetch's value
+                    t = tl.atomic_add(tile_counter, 1, sem="relaxed")
+                    tl.store(tile_counter, 0, mask=t == limit + n_prog - 1)   # (every program fetched its last)
+                else:
+                    limit = NUM_TILES
+                    off = n_prog                                         # the first tiles are the program ids
+                    t = tl.program_id(0)
+                while t < limit:
+                    if BALANCED:
+                        m0, b, h = tile_of(t, NUM_M, H, tail, BM, PERSISTENT, BOUND_R, BALANCED)
+                    else:
+                        m0, b, h = tile_in_order(t, NUM_M, NUM_TILES // NUM_M, H, HEAD_GROUP, BM, BOUND_R)
+                    cnt, fetched = produce_tile(k, cnt, m0, b, h, limit - off + n_prog - 1, tile_counter, q_desc,
+                                                k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_full, q_empty, k_full,
+                                                v_full, k_empty, kv_empty, tile_ids, cu_q, cu_k, win_l, win_r, S_Q,
+                                                S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D,
+                                                BM, BN, STAGES, BOUND_L, BOUND_R, VARLEN, CONSUMERS, Q_BUFS,
+                                                PERSISTENT, DYNAMIC, RELEASE_K_EARLY, True)
+                    t = fetched + off
                     k += 1
                 end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
             else:
@@ -891,16 +936,20 @@ class Config:
     HEAD_GROUP: int = 0           # DYNAMIC, BALANCED: heads per group; 0 = as many as share L2_SHARE bytes of K/V
     BALANCED: bool = False        # persistent: each program runs the tiles a host-built table deals it
     #                               (balanced_tiles: longest first to the least-loaded program, head group by
-    #                               head group), not tile_of's fixed rounds: the same total work per program
+    #                               head group), not tile_of's fixed rounds: the same total work per program;
+    #                               with DYNAMIC, the last TAIL of the work is left to the global counter
+    TAIL: float = 0.1             # BALANCED and DYNAMIC: the share of the work (the last tiles in deal order)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
             raise ConfigRejected(f"attention.Config: BM must be 128 (two consumers) or 192 (three), got {self.BM}")
         if self.DYNAMIC and not self.PERSISTENT:
             raise ConfigRejected("attention.Config: DYNAMIC (tiles from a global counter) needs PERSISTENT=True")
-        if self.BALANCED and (not self.PERSISTENT or self.DYNAMIC):
-            raise ConfigRejected("attention.Config: BALANCED (tiles dealt by a host table) needs PERSISTENT=True and "
-                                 f"DYNAMIC=False, got PERSISTENT={self.PERSISTENT}, DYNAMIC={self.DYNAMIC}")
+        if self.BALANCED and not self.PERSISTENT:
+            raise ConfigRejected("attention.Config: BALANCED (tiles dealt by a host table) needs PERSISTENT=True")
+        if self.BALANCED and self.DYNAMIC and not 0.0 < self.TAIL < 1.0:
+            raise ConfigRejected(f"attention.Config: TAIL (the share of a BALANCED table's work left to DYNAMIC's "
+                                 f"counter) must be in (0, 1), got {self.TAIL}")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
@@ -1144,30 +1193,49 @@ def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Confi
     return TILE_OVERHEAD + blocks * cfg.BN * D / (128 * 64)
 
 
-def balanced_tiles(costs: list[float], heads: int, programs: int, group: int) -> list[int]:
+def balanced_tiles(costs: list[float], heads: int, programs: int, group: int, tail: float = 0.0) -> list[int]:
     """BALANCED's table: the tiles t = head * len(costs) + m (costs[m]: tile m's cost in every head) dealt to
     `programs`, head group by head group (`group` heads, as DYNAMIC's tile_in_order), so the programs work
     through one group's K/V at a time. Inside a group, longest first, each tile to the program with the
     least total so far (list scheduling, as DYNAMIC does at run time but without its atomic); then
-    balance_swaps evens what a group of fewer tiles than programs leaves. Returns programs + 1 offsets,
-    then each program's tiles in run order (group by group, longest first)."""
+    balance_swaps evens what a group of fewer tiles than programs leaves. `tail` (with DYNAMIC): the last
+    tiles of that order, up to this share of the work, are not dealt but left to the counter. Returns
+    programs + 1 offsets (the last: the dealt tiles' count), each program's tiles in run_order, then the
+    tail's tiles longest first."""
     import heapq
     num_m = len(costs)
     by_length = sorted(range(num_m), key=lambda m: -costs[m])
+    order = [(bh, m) for first in range(0, heads, group) for m in by_length
+             for bh in range(first, min(first + group, heads))]
+    left = tail * sum(costs) * heads
+    cut = len(order)
+    while cut > programs and costs[order[cut - 1][1]] <= left:     # every program keeps a dealt tile
+        cut -= 1
+        left -= costs[order[cut][1]]
     loads = [(0.0, p) for p in range(programs)]
     dealt: list[list[tuple[int, int]]] = [[] for _ in range(programs)]      # (head, m) per program
-    for first in range(0, heads, group):
-        for m in by_length:
-            for bh in range(first, min(first + group, heads)):
-                load, p = heapq.heappop(loads)
-                dealt[p].append((bh, m))
-                heapq.heappush(loads, (load + costs[m], p))
+    for bh, m in order[:cut]:
+        load, p = heapq.heappop(loads)
+        dealt[p].append((bh, m))
+        heapq.heappush(loads, (load + costs[m], p))
     balance_swaps(dealt, costs, group)
-    offsets = [0]
+    offsets, table = [0], []
     for tiles in dealt:
-        tiles.sort(key=lambda t: (t[0] // group, -costs[t[1]], t[0]))
-        offsets.append(offsets[-1] + len(tiles))
-    return offsets + [bh * num_m + m for tiles in dealt for bh, m in tiles]
+        table += [bh * num_m + m for bh, m in run_order(tiles, costs, group)]
+        offsets.append(len(table))
+    return offsets + table + [bh * num_m + m for bh, m in order[cut:]]
+
+
+def run_order(tiles: list[tuple[int, int]], costs: list[float], group: int) -> list[tuple[int, int]]:
+    """A program's (head, m) tiles in the order it runs them: head group by head group, inside a group
+    longest, shortest, second longest, ... (a run of one-block tiles leaves too little work in flight to
+    hide each tile's Q load and output store; balanced_tiles's first tables ran every group's short tiles
+    last: D=64 causal 1024 keys, 2% more time per program, attention_trace-run1 of 2026-12-04)."""
+    out = []
+    for g in sorted({bh // group for bh, _ in tiles}):
+        mine = sorted((t for t in tiles if t[0] // group == g), key=lambda t: (-costs[t[1]], t[0]))
+        out += [mine[i // 2] if i % 2 == 0 else mine[-1 - i // 2] for i in range(len(mine))]
+    return out
 
 
 def balance_swaps(dealt: list[list[tuple[int, int]]], costs: list[float], group: int, rounds: int = 10000) -> None:
@@ -1205,14 +1273,16 @@ _TILE_TABLES: dict = {}
 
 
 def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int, group: int):
-    """BALANCED: the int32 table of balanced_tiles on `device`, built once per problem and kept (prepared
-    launches hold its address)."""
+    """BALANCED: the int32 table of balanced_tiles on `device` (with DYNAMIC, a TAIL of it undealt), built
+    once per problem and kept (prepared launches hold its address)."""
     import torch
     num_m = triton.cdiv(shape.S_q, cfg.BM)
-    key = (str(device), num_m, shape.B * shape.H, shape.S_k, shape.D, cfg.BM, cfg.BN, left, right, programs, group)
+    tail = cfg.TAIL if cfg.DYNAMIC else 0.0
+    key = (str(device), num_m, shape.B * shape.H, shape.S_k, shape.D, cfg.BM, cfg.BN, left, right, programs, group,
+           tail)
     if key not in _TILE_TABLES:
         costs = [tile_cost(m * cfg.BM, shape.S_k, left, right, cfg, shape.D) for m in range(num_m)]
-        table = balanced_tiles(costs, shape.B * shape.H, programs, group)
+        table = balanced_tiles(costs, shape.B * shape.H, programs, group, tail)
         _TILE_TABLES[key] = torch.tensor(table, dtype=torch.int32, device=device)
     return _TILE_TABLES[key]
 
