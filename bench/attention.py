@@ -62,7 +62,13 @@ VARIANTS = {
     "tlx_persistent_pipeline_pingpong": lambda D, S, c: pipelined(D, STAGES=2, PINGPONG=True, PERSISTENT=True),
     "tlx_three_consumers": lambda D, S, c: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
     if D == 64 else None,
+    "tlx_static": lambda D, S, c: static_config(attention.default_config(D, S, c)),
 }
+
+
+def static_config(cfg: attention.Config) -> attention.Config | None:
+    """The default's kernel with tile_of's fixed rounds where the default deals BALANCED tiles (else None)."""
+    return dataclasses.replace(cfg, BALANCED=False, DYNAMIC=False) if cfg.BALANCED else None
 
 
 class NotApplicable(Exception):

@@ -116,6 +116,9 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           # tiles taken from a global counter as programs finish (persistent even where the default is a grid)
           "default_dyn": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                       DYNAMIC=True),
+          # the default's kernel with tile_of's fixed rounds (no BALANCED table, no DYNAMIC tail)
+          "default_static": lambda D, S, causal: replace(attention.default_config(D, S, causal), BALANCED=False,
+                                                         DYNAMIC=False),
           # the tiles dealt by the host's balanced table (persistent even where the default is a grid)
           "default_bal": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                       BALANCED=True),

@@ -2,8 +2,8 @@
 nanosecond timer, one time base for all SMs) turned into per-phase medians and a Chrome trace (open it
 in ui.perfetto.dev or chrome://tracing: a process per program, a thread per consumer warp group).
     PYTHONPATH=. python3 bench/attention_trace.py --out DIR [--shapes 64x1024c,64x1024,128x1024c]
-A shape is DxS, then "c" for causal, "d" for DYNAMIC tiles and "b" for BALANCED ones ("db": a balanced table
-with a dynamic tail) (B*S = 16384, H*D = 2048 as in
+A shape is DxS, then "c" for causal and the tile order: none for the default's, "s" for the fixed rounds,
+"d" for DYNAMIC tiles, "b" for BALANCED ones, "db" for a balanced table with a dynamic tail (B*S = 16384, H*D = 2048 as in
 bench/attention.py); each runs its default configuration (which must be persistent; "d" and "b" make it
 persistent), three stamped launches (compile, warm-up),
 the last checked against torch and kept. Phases per consumer and tile: the wait for Q, the K/V blocks,
@@ -86,18 +86,18 @@ def main():
     import torch.nn.functional as F
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="folder for <shape>.json Chrome traces and summary.json")
-    ap.add_argument("--shapes", default="64x1024c,64x1024cd,64x1024,128x1024c,128x1024cd,64x4096c,64x4096cd")
+    ap.add_argument("--shapes", default="64x1024c,64x1024cs,64x1024,128x1024c,128x1024cs,64x4096c,64x4096cs")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     results = {}
     for shape in args.shapes.split(","):
         flags = shape.lstrip("0123456789x")
-        causal, dynamic, balanced = "c" in flags, "d" in flags, "b" in flags
-        D, S = map(int, shape.rstrip("cdb").split("x"))
+        causal, dynamic, balanced, static = "c" in flags, "d" in flags, "b" in flags, "s" in flags
+        D, S = map(int, shape.rstrip("cdbs").split("x"))
         B, H = 16384 // S, 2048 // D
         q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         cfg = attention.default_config(D, S, causal)
-        if dynamic or balanced:
+        if dynamic or balanced or static:
             cfg = replace(cfg, PERSISTENT=True, DYNAMIC=dynamic, BALANCED=balanced)
         if not cfg.PERSISTENT:
             raise SystemExit(f"{shape}: the default config {cfg} is not persistent; TRACE needs a persistent one")

@@ -300,7 +300,8 @@ def test_balanced_tail_is_the_last_tiles_in_deal_order():
 
 
 @pytest.mark.parametrize("D,S_for,causal", [(256, 2048, False), (256, 4096, True), (256, 16384, True),
-                                            (128, 1024, True), (128, 16384, False), (64, 4096, False)])
+                                            (128, 1024, True), (128, 16384, False), (64, 4096, False),
+                                            (64, 2048, True)])
 def test_default_configs_on_the_simulator(D, S_for, causal):
     """The configuration default_config picks for S_for keys, run at 384 keys (three 128-row or two
     192-row tiles per head; persistent ones on two programs, so each walks several tiles), into a

@@ -956,14 +956,21 @@ class Config:
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
     """The fastest configuration the H200 measured (bench/results/2026-12-03/: attention-run5..8,
-    attention_sweep-run2/3, and sweep runs 8/9 for RELEASE_K_EARLY). `plain`: no window, softcap, mods or
-    other activation; S None: variable lengths (never persistent).
+    attention_sweep-run2/3, and sweep runs 8/9 for RELEASE_K_EARLY; 2026-12-04 sweep runs 1/2 for BALANCED).
+    `plain`: no window, softcap, mods or other activation; S None: variable lengths (never persistent).
+    - Causal plain fixed lengths run persistent with BALANCED tiles (the host's table gives every program
+      the same modelled work; 2026-12-04 sweep runs 1/2 against the previous defaults, three rounds each:
+      +2-4% at D=128 1024-8192 keys, +2-4% at D=256 4096 and 16384, +11-13% at D=256 8192, +3% at D=64
+      8192-16384, where persistence is new; equal at D=64 1024-4096 and D=256 1024-2048). D=64 up to 4096
+      keys adds DYNAMIC, which takes the table's last tenth from a global counter as programs finish
+      (+4% at 1024 keys, +1-2% at 2048-4096 in sweep run 2; it lost 1-16% at D=128 from 2048 keys, D=256
+      and D=64 16384, where its consumers wait for each tile's Q to learn the tile). D=128 at 16384
+      causal keys stays on the grid (BALANCED -1%).
     - D=256: 64-key blocks, PIPELINE with RELEASE_K_EARLY (two stages are all that fit; freeing K after
       Q K^T lets the producer load a block ahead: 1.02-1.11x cuDNN at every length in sweep run 9 and
       0.99-1.16x in attention run 11, against 0.91-0.93x for the plain kernel; PIPELINE without it ran
       0.79-0.82x the plain kernel, sweep run 8). Non-causal adds
-      PINGPONG; plain fixed lengths up to 4096 keys run persistent (causal at 2048-4096 keys +9-10%;
-      from 8192 causal keys the persistent tile order loses 15-30%).
+      PINGPONG; plain fixed non-causal lengths up to 4096 keys run persistent.
     - D=128: PIPELINE (FA3's softmax/wgmma overlap), 2-17% over the plain kernel at every length and
       2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG (+0.3-4%, run 6). Plain fixed
       lengths (causal up to 4096 keys) run persistent with two stages, RELEASE_K_EARLY and O_BUFFER
@@ -971,28 +978,32 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       keys over the previous defaults, equal from 8192 (sweep run 9).
     - D=64 non-causal from 2048 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking
       turns, PIPELINE, persistent with two stages and RELEASE_K_EARLY (1.11-1.15x cuDNN, +4-7% over the
-      grid kernel, sweep run 9). Causal from 8192 keys: the same tile on a grid with three stages
-      (1.06-1.12x; persistent causal three-consumer tiles ran 7-50% slower).
+      grid kernel, sweep run 9). Causal from 8192 keys: the same tile with three stages (1.06-1.12x on a
+      grid; the fixed rounds of persistent causal three-consumer tiles ran 7-50% slower).
     - Shorter D=64: persistent for plain fixed lengths (non-causal 1.00-1.09x cuDNN, causal 0.90-1.03x),
       with 256-key blocks when S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key
       diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
       (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower). Non-causal 256-key
       tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5)."""
     fixed = S is not None                                  # persistence needs fixed lengths
+    balanced = plain and fixed and causal
     if D > 128:
+        persistent = plain and fixed and (causal or S <= 4096)
         return Config(BN=64, PIPELINE=True, RELEASE_K_EARLY=True, PINGPONG=plain and not causal,
-                      PERSISTENT=plain and fixed and S <= 4096)
+                      PERSISTENT=persistent, BALANCED=balanced)
     if D == 128:
         if plain and fixed and (not causal or S <= 4096):
-            return Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True)
-        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal)
+            return Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
+                          BALANCED=balanced)
+        balanced = balanced and S <= 8192
+        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal, PERSISTENT=balanced, BALANCED=balanced)
     if plain and fixed and not causal and S >= 2048:
         return Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)
     if plain and fixed and S >= 8192:
-        return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True)
+        return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=balanced, BALANCED=balanced)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=wide and not causal,
-                  P_EARLY=plain and fixed and causal)
+                  P_EARLY=plain and fixed and causal, BALANCED=balanced, DYNAMIC=balanced)
 
 
 def skip_blocks_possible(cfg: Config, left: int | None, right: int | None, mask_mod) -> bool:
@@ -1305,6 +1316,13 @@ def tile_counter(device):
     return _TILE_COUNTERS[key]
 
 
+def resolve_config(shape: Shape, features: Features, cfg: Config | None) -> Config:
+    """`cfg`, or (None) the default_config of the call's head dim, length and features."""
+    plain = features.window is None and features.softcap is None and features.score_mod is None and \
+        features.mask_mod is None and features.activation == "softmax"
+    return cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, plain)
+
+
 def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
                 features: Features = Features(), cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q: int = 0,
                 trace=None):
@@ -1316,9 +1334,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
         raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
                      "attention(), which runs them as packed sequences")
-    plain = features.window is None and features.softcap is None and features.score_mod is None and \
-        features.mask_mod is None and features.activation == "softmax"
-    cfg = cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, plain)
+    cfg = resolve_config(shape, features, cfg)
     (q2, k2, v2, o2), strides = _views(q, k, v, o, shape, layout)
     D = shape.D
     if cfg.BM == 192 and D > 64:
@@ -1415,7 +1431,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                                             sim_options=sim_options, **meta)
 
     window_key = None if window is None else tuple(window)
-    dynamic = config is not None and config.DYNAMIC and q.is_cuda      # its tile counter is per stream
+    dynamic = resolve_config(shape, features, config).DYNAMIC and q.is_cuda    # its tile counter is per stream
     stream = torch.cuda.current_stream(q.device).cuda_stream if dynamic else None
     key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation,
            backend, id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
