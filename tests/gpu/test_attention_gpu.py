@@ -318,43 +318,28 @@ def test_skip_blocks_gpu(D, S, causal, window, cfg):
     check_gpu(out, lse, *reference(q, k, v, causal=causal, window=window, dtype=torch.float32))
 
 
-@pytest.mark.parametrize("D,S,causal,cfg", [
-    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, DYNAMIC=True)),
+PERSISTENT_CASES = [  # (D, S, causal, a persistent config without a tile order)
+    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True)),
     (64, 2048, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
-                                      RELEASE_K_EARLY=True, DYNAMIC=True)),
-    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
-                                       DYNAMIC=True)),
-    (256, 1024, False, attention.Config(BN=64, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True,
-                                        DYNAMIC=True)),
-    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, DYNAMIC=True, BALANCED=True, TAIL=0.3)),
-    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
-                                       DYNAMIC=True, BALANCED=True))],
-    ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-pingpong", "d64-causal-balanced-tail",
-         "d128-causal-balanced-tail"])
-def test_dynamic_tiles_gpu(D, S, causal, cfg):
-    """DYNAMIC (tiles from a global counter, 132 programs racing for them), three launches in a row: each
-    output poisoned and right, and the counter back at zero after each."""
+                                      RELEASE_K_EARLY=True)),
+    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True)),
+    (256, 1024, False, attention.Config(BN=64, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)),
+    (256, 1024, True, attention.Config(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True))]
+
+
+@pytest.mark.parametrize("order", [dict(DYNAMIC=True), dict(BALANCED=True), dict(DYNAMIC=True, BALANCED=True, TAIL=0.3)],
+                         ids=["dynamic", "balanced", "balanced-tail"])
+@pytest.mark.parametrize("D,S,causal,cfg", PERSISTENT_CASES,
+                         ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-pingpong", "d256-causal"])
+def test_tile_orders_gpu(D, S, causal, cfg, order):
+    """The persistent tile orders on 132 programs: DYNAMIC (tiles from a global counter, the programs racing
+    for them), BALANCED (each program runs its row of the host's table), both (the table's tail from the
+    counter). Three launches in a row: each output poisoned and right, and the counter back at zero."""
+    from dataclasses import replace
+    cfg = replace(cfg, **order)
     q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     ref = reference(q, k, v, causal=causal, dtype=torch.float32)
     for _ in range(3):
         out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
         check_gpu(out, lse, *ref)
         assert attention.tile_counter(q.device).item() == 0
-
-
-@pytest.mark.parametrize("D,S,causal,cfg", [
-    (64, 1024, True, attention.Config(PERSISTENT=True, P_EARLY=True, BALANCED=True)),
-    (64, 2048, True, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
-                                      RELEASE_K_EARLY=True, BALANCED=True)),
-    (128, 2048, True, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
-                                       BALANCED=True)),
-    (256, 1024, True, attention.Config(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True, BALANCED=True))],
-    ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-causal"])
-def test_balanced_tiles_gpu(D, S, causal, cfg):
-    """BALANCED (each of 132 programs runs the tiles its row of the host's table deals it), two launches in a
-    row: each output poisoned and right."""
-    q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
-    for _ in range(2):
-        out, lse = run_gpu(q, k, v, config=cfg, causal=causal)
-        check_gpu(out, lse, *ref)

@@ -859,7 +859,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     t = fetched + off
                     k += 1
                 end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
-            else:
+            else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
                 for k in range(n_tiles):
                     m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
@@ -889,7 +889,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
-            else:
+            else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
                 for k in range(n_tiles):
                     m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
