@@ -3,9 +3,9 @@ nanosecond timer, one time base for all SMs) turned into per-phase medians and a
 in ui.perfetto.dev or chrome://tracing: a process per program, a thread per consumer warp group).
     PYTHONPATH=. python3 bench/attention_trace.py --out DIR [--shapes 64x1024c,64x1024,128x1024c]
 A shape is DxS, then "c" for causal and the tile order: none for the default's, "s" for the fixed rounds,
-"d" for DYNAMIC tiles, "b" for BALANCED ones, "db" for a balanced table with a dynamic tail (B*S = 16384, H*D = 2048 as in
-bench/attention.py); each runs its default configuration (which must be persistent; "d" and "b" make it
-persistent), three stamped launches (compile, warm-up),
+"d" for DYNAMIC tiles, "b" for BALANCED ones, "db" for a balanced table with a dynamic tail (B*S = 16384,
+H*D = 2048 as in bench/attention.py); each runs its default configuration (which must be persistent; "s",
+"d" and "b" make it persistent), three stamped launches (compile, warm-up),
 the last checked against torch and kept. Phases per consumer and tile: the wait for Q, the K/V blocks,
 the output store with the LSE, and the gap to the next tile's start; and when the programs finished
 (their spread is the load imbalance)."""

@@ -960,10 +960,10 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     `plain`: no window, softcap, mods or other activation; S None: variable lengths (never persistent).
     - Causal plain fixed lengths run persistent with BALANCED tiles (the host's table gives every program
       the same modelled work; 2026-12-04 sweep runs 1/2 against the previous defaults, three rounds each:
-      +2-4% at D=128 1024-8192 keys, +2-4% at D=256 4096 and 16384, +11-13% at D=256 8192, +3% at D=64
+      +1-4% at D=128 1024-8192 keys, +2-4% at D=256 4096 and 16384, +10-13% at D=256 8192, +3% at D=64
       8192-16384, where persistence is new; equal at D=64 1024-4096 and D=256 1024-2048). D=64 up to 4096
       keys adds DYNAMIC, which takes the table's last tenth from a global counter as programs finish
-      (+4% at 1024 keys, +1-2% at 2048-4096 in sweep run 2; it lost 1-16% at D=128 from 2048 keys, D=256
+      (+4% at 1024 keys, +1-2% at 2048-4096 in sweep run 2; it lost 3-18% at D=128 from 2048 keys, D=256
       and D=64 16384, where its consumers wait for each tile's Q to learn the tile). D=128 at 16384
       causal keys stays on the grid (BALANCED -1%).
     - D=256: 64-key blocks, PIPELINE with RELEASE_K_EARLY (two stages are all that fit; freeing K after
@@ -1192,7 +1192,8 @@ def head_group(shape: Shape, D: int, itemsize: int) -> int:
 
 
 TILE_OVERHEAD = 1.2     # BALANCED: a tile's own cost (Q wait, output store, the gap to the next) in 128 x 64 K/V
-#                         blocks' work, from attention_trace-run1..3 (D=64 causal: 1.4 us a tile + 1.18 us a block)
+#                         blocks' work, from 2026-12-03's attention_trace-run1..3 (D=64 causal: 1.4 us a tile
+#                         + 1.18 us a block)
 
 
 def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config, D: int) -> float:
