@@ -39,7 +39,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
-from tlx.kernels.launch_cache import LaunchCache, tensor_key
+from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
 LOG2E = 1.4426950408889634
 RESCALE_LOG2 = 8.0   # LAZY_RESCALE: the row max may run this far (log2) ahead: P <= 2^8
@@ -1299,22 +1299,13 @@ def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int |
     return _TILE_TABLES[key]
 
 
-_TILE_COUNTERS: dict = {}
-
-
 def tile_counter(device):
-    """DYNAMIC: the int32 tile counter of launches on this device and stream (zero between launches: each
-    launch's last fetch resets it; launches on one stream run one after another). Kept for the process:
-    prepared launches hold its address. On the CPU (the simulator) a fresh one per launch: a simulated
-    launch stopped by a protocol error must not leave a count behind for the next."""
+    """DYNAMIC: a fresh int32 tile counter for one prepared launch. It is zero between that launch's runs (each
+    run's last fetch resets it), and no two runs in flight share it: the op's launch cache keys the stream,
+    and CUDA graphs that capture different calls hold different counters (one counter per stream would race
+    between two graphs captured on torch's shared capture stream and replayed on two streams)."""
     import torch
-    if device.type != "cuda":
-        return torch.zeros(1, dtype=torch.int32, device=device)
-    stream = torch.cuda.current_stream(device).cuda_stream
-    key = (str(device), stream)
-    if key not in _TILE_COUNTERS:
-        _TILE_COUNTERS[key] = torch.zeros(1, dtype=torch.int32, device=device)
-    return _TILE_COUNTERS[key]
+    return torch.zeros(1, dtype=torch.int32, device=device)
 
 
 def resolve_config(shape: Shape, features: Features, cfg: Config | None) -> Config:
@@ -1428,11 +1419,12 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     def prepare():
         args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
                                             cu_seqlens_k, longest)
-        return attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
-                                            sim_options=sim_options, **meta)
+        launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
+                                              sim_options=sim_options, **meta)
+        return holding(launch, args[-3]) if cfg.DYNAMIC else launch              # the launch's tile counter
 
     window_key = None if window is None else tuple(window)
-    dynamic = resolve_config(shape, features, config).DYNAMIC and q.is_cuda    # its tile counter is per stream
+    dynamic = resolve_config(shape, features, config).DYNAMIC and q.is_cuda    # one stream per tile counter
     stream = torch.cuda.current_stream(q.device).cuda_stream if dynamic else None
     key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation,
            backend, id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))

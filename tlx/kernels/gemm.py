@@ -22,7 +22,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
-from tlx.kernels.launch_cache import LaunchCache, tensor_key
+from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
 
 @tlx.jit
@@ -694,8 +694,7 @@ def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=Non
     def run():
         main()
         reduce()
-    run.workspace = work          # keeps the partials' memory alive as long as the prepared launches
-    return run
+    return holding(run, work)     # the partials' memory lives as long as the prepared launches
 
 
 def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilogue: bool = False,
@@ -788,7 +787,8 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
             return splitk_launches(a, b, c, cfg, cfg.splits(M, N, K, programs or num_sms(a.device)), bias,
                                    activation, backend)
         args, grid, meta = launch_args(a, b, c, cfg, bias, activation, programs)
-        return KERNELS[cfg.kernel].prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend, **meta)
+        launch = KERNELS[cfg.kernel].prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend, **meta)
+        return holding(launch, *args[4:6]) if meta.get("STREAM_K") else launch     # the workspace and flags
 
     key = (cfg, activation, backend, programs, *map(tensor_key, (a, b, c, bias)))
     _LAST_LAUNCH.get(key, prepare)()

@@ -23,3 +23,11 @@ class LaunchCache:
         value = build()                   # a failed build leaves the previous entry, still consistent
         self._entry = (key, value)
         return value
+
+
+def holding(launch, *buffers):
+    """`launch` made to keep the wrapper's own buffers alive (stream-K workspaces, tile counters) that its
+    arguments point into: a GPU prepared launch holds addresses only, so a buffer nothing else references
+    would be freed and reused while the cached launch still writes to it."""
+    launch.buffers = buffers
+    return launch
