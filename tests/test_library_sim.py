@@ -407,13 +407,16 @@ def test_attention_poly_exp2(D, causal, cfg):
 def test_cached_launches_hold_their_own_buffers():
     """A GPU prepared launch keeps addresses only, so the op wrappers' cached launches must keep the buffers
     that they allocate themselves alive (a freed one would be reused while the cached launch writes it): the
-    tile counter of a DYNAMIC attention default (D=64 causal) and the stream-K workspace and flags."""
+    tile counter and tile table of a DYNAMIC, BALANCED attention default (D=64 causal) and the stream-K
+    workspace and flags."""
     q, k, v = (torch.randn(1, 2, 256, 64, dtype=torch.float16) for _ in range(3))
     assert attention.default_config(64, 256, True).DYNAMIC
     out = attention.attention(q, k, v, causal=True, backend="sim")
     assert rel_err(out, reference(q, k, v, causal=True)[0]) <= 1e-2
-    counter, = attention._LAST_LAUNCH._entry[1].buffers
+    counter, table = attention._LAST_LAUNCH._entry[1].buffers
     assert counter.dtype == torch.int32 and counter.numel() == 1 and counter.item() == 0
+    programs = 4                                               # 4 tiles of 128 rows: one program each
+    assert table.dtype == torch.int32 and table[0] == 0 and table.numel() == programs + 1 + 4
     a, b = torch.randn(640, 640, dtype=torch.bfloat16), torch.randn(640, 512, dtype=torch.bfloat16)
     cfg = gemm.Config("persistent", 128, 256, 64, 2, NO_ZERO_FILL=True, STREAM_K=True)
     c = gemm.matmul(a, b, cfg, backend="sim", programs=3)

@@ -30,6 +30,7 @@ lengths (keys may differ from queries) runs as packed "thd" sequences over the s
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -1281,22 +1282,21 @@ def balance_swaps(dealt: list[list[tuple[int, int]]], costs: list[float], group:
             loads[lo] -= costs[other[1]]
 
 
-_TILE_TABLES: dict = {}
-
-
 def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int, group: int):
-    """BALANCED: the int32 table of balanced_tiles on `device` (with DYNAMIC, a TAIL of it undealt), built
-    once per problem and kept (prepared launches hold its address)."""
+    """BALANCED: the int32 table of balanced_tiles on `device` (with DYNAMIC, a TAIL of it undealt). The last
+    few problems' tables are kept (_tile_table), so a launch cache miss does not deal again; a cached launch
+    holds its own (attention())."""
+    return _tile_table(str(device), triton.cdiv(shape.S_q, cfg.BM), shape.B * shape.H, shape.S_k, shape.D, cfg.BM,
+                       cfg.BN, left, right, programs, group, cfg.TAIL if cfg.DYNAMIC else 0.0)
+
+
+@functools.lru_cache(maxsize=16)
+def _tile_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, BN: int, left, right, programs: int,
+                group: int, tail: float):
     import torch
-    num_m = triton.cdiv(shape.S_q, cfg.BM)
-    tail = cfg.TAIL if cfg.DYNAMIC else 0.0
-    key = (str(device), num_m, shape.B * shape.H, shape.S_k, shape.D, cfg.BM, cfg.BN, left, right, programs, group,
-           tail)
-    if key not in _TILE_TABLES:
-        costs = [tile_cost(m * cfg.BM, shape.S_k, left, right, cfg, shape.D) for m in range(num_m)]
-        table = balanced_tiles(costs, shape.B * shape.H, programs, group, tail)
-        _TILE_TABLES[key] = torch.tensor(table, dtype=torch.int32, device=device)
-    return _TILE_TABLES[key]
+    cfg = Config(BM=BM, BN=BN)
+    costs = [tile_cost(m * BM, S_k, left, right, cfg, D) for m in range(num_m)]
+    return torch.tensor(balanced_tiles(costs, heads, programs, group, tail), dtype=torch.int32, device=device)
 
 
 def tile_counter(device):
@@ -1421,7 +1421,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                                             cu_seqlens_k, longest)
         launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
                                               sim_options=sim_options, **meta)
-        return holding(launch, args[-3]) if cfg.DYNAMIC else launch              # the launch's tile counter
+        own = ([args[-3]] if cfg.DYNAMIC else []) + ([args[-1]] if cfg.BALANCED else [])   # tile counter, table
+        return holding(launch, *own) if own else launch
 
     window_key = None if window is None else tuple(window)
     dynamic = resolve_config(shape, features, config).DYNAMIC and q.is_cuda    # one stream per tile counter
