@@ -287,6 +287,84 @@ def test_balanced_needs_static_persistent_tiles():
         attention.Config(PERSISTENT=True, DYNAMIC=True, BALANCED=True, TAIL=1.0)
 
 
+def _split_entries(table: list[int], programs: int):
+    """split_tiles's table as (combine list, each program's (tile, lo, hi, slot) entries)."""
+    base = 1 + attention.SPLIT_ENTRY_COMBINE * programs
+    combine = [tuple(table[1 + 3 * i:4 + 3 * i]) for i in range(table[0])]
+    offsets, flat = table[base:base + programs + 1], table[base + programs + 1:]
+    entries = [tuple(flat[4 * e:4 * e + 4]) for e in range(len(flat) // 4)]
+    return combine, [entries[offsets[p]:offsets[p + 1]] for p in range(programs)]
+
+
+@pytest.mark.parametrize("ranges,heads,programs,group", [
+    ([(0, 32)] * 32, 64, 132, 16),                                  # non-causal D=128 4096 keys: 2048 equal tiles
+    ([(0, m + 1) for m in range(8)], 128, 132, 16),                 # causal 1024 keys
+    ([(max(m - 1, 0), m + 1) for m in range(6)], 6, 5, 4),         # a sliding window
+    ([(0, 4)] * 4, 5, 3, 5), ([(0, 3)] * 2, 1, 4, 1)])              # fewer blocks than programs
+def test_split_tiles_cover_every_block_once(ranges, heads, programs, group):
+    """split_tiles: every K/V block of every tile in exactly one entry; a tile either whole (slot -1, its full
+    range) or cut at block boundaries into pieces with consecutive slots that its combine entry lists; at
+    most programs - 1 split tiles; every program's modelled total within one block and two pieces' overhead
+    of the even share."""
+    unit = 2.0
+    table, slots = attention.split_tiles(ranges, heads, programs, group, unit)
+    combine, rows = _split_entries(table, programs)
+    num_m = len(ranges)
+    covered = {}
+    for entries in rows:
+        for t, lo, hi, slot in entries:
+            covered.setdefault(t, []).append((lo, hi, slot))
+    assert sorted(covered) == list(range(heads * num_m))
+    split = {t: (first, n) for t, first, n in combine}
+    assert len(split) == len(combine) <= programs - 1 and sum(n for _, n in split.values()) == slots
+    for t, parts in covered.items():
+        lo, hi = ranges[t % num_m]
+        if t not in split:
+            assert parts == [(lo, hi, -1)]
+            continue
+        first, n = split[t]
+        parts.sort()
+        assert [s for _, _, s in parts] == list(range(first, first + n)) and n >= 2
+        assert parts[0][0] == lo and parts[-1][1] == hi and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+    costs = [attention.TILE_OVERHEAD + (hi - lo) * unit for lo, hi in ranges]
+    share = sum(costs) * heads / programs
+    totals = [sum(attention.TILE_OVERHEAD + (hi - lo) * unit for _, lo, hi, _ in entries) for entries in rows]
+    assert max(totals) <= share + unit + 2 * attention.TILE_OVERHEAD
+
+
+@pytest.mark.parametrize("D,causal,window,cfg", [
+    (64, False, None, attention.Config(PERSISTENT=True, PROGRAMS=7, BALANCED=True, SPLIT=True)),
+    (128, False, None, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=7, O_BUFFER=True,
+                                        RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+    (64, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=5,
+                                      RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+    (128, False, (100, 30), attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=5, O_BUFFER=True,
+                                             RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True))],
+    ids=["d64", "d128-pipeline-obuf", "d64-b192-causal", "d128-window-obuf"])
+def test_attention_split_tiles(D, causal, window, cfg, monkeypatch):
+    """SPLIT: some tiles run as pieces on two or more programs (their blocks only, masked edges where the
+    piece holds them), each piece's partial output and LSE go to the workspace, and combine_pieces merges
+    them. Six heads, five or seven programs, two schedules, into a poisoned output."""
+    monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 768 * D * 2)     # head_group = 4 of the 6 heads
+    q, k, v = (torch.randn(2, 3, 768 if causal or window else 512, D, dtype=torch.float16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(q.shape[:3])
+    args, _, _, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,
+                                          attention.Features(causal=causal, window=window))
+    assert attention.kernel_arg(args, "tile_table")[0].item() > 0          # the table splits a tile
+    check_attention_sim(q, k, v, cfg, causal=causal, window=window, schedules=2)
+
+
+def test_split_needs_balanced_softmax():
+    with pytest.raises(attention.ConfigRejected, match="SPLIT .* needs BALANCED=True and DYNAMIC=False"):
+        attention.Config(PERSISTENT=True, SPLIT=True)
+    with pytest.raises(attention.ConfigRejected, match="SPLIT .* needs BALANCED=True and DYNAMIC=False"):
+        attention.Config(PERSISTENT=True, BALANCED=True, DYNAMIC=True, SPLIT=True)
+    q = torch.randn(1, 2, 256, 64, dtype=torch.float16)
+    with pytest.raises(attention.ConfigRejected, match="SPLIT merges pieces by their LSE: it needs activation"):
+        attention.attention(q, q, q, activation="gelu", backend="sim",
+                            config=attention.Config(PERSISTENT=True, BALANCED=True, SPLIT=True))
+
+
 def test_balanced_tail_is_the_last_tiles_in_deal_order():
     """With a tail share, balanced_tiles leaves the last tiles of its deal order (the last head group's
     shortest) undealt, longest first, at most that share of the work; every program keeps dealt tiles."""

@@ -353,3 +353,25 @@ def test_tile_orders_gpu(D, S, causal, cfg, order):
         check_gpu(out, lse, *ref)
         if cfg.DYNAMIC:
             assert counter.item() == 0
+
+
+@pytest.mark.parametrize("D,S,causal", [(128, 2048, False), (64, 3072, False), (256, 1024, False), (64, 1024, False),
+                                        (128, 1024, True), (64, 4096, True)],
+                         ids=["d128", "d64-b192", "d256", "d64-bn256", "d128-causal", "d64-causal"])
+def test_split_tiles_gpu(D, S, causal):
+    """SPLIT on 132 programs through the op (the attention kernel, then combine_pieces): the default config of
+    each shape with the tiles that would overfill a program cut into pieces. Two calls (the second a launch
+    cache hit) into re-poisoned outputs, output and LSE against the float32 reference each time."""
+    from dataclasses import replace
+    cfg = replace(attention.default_config(D, S, causal), PERSISTENT=True, BALANCED=True, DYNAMIC=False, SPLIT=True)
+    q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
+    shape = attention.Shape(4, 6, 6, S, S, D, False)
+    table, slots = attention.split_table(q.device, shape, cfg, None, 0 if causal else None, 132,
+                                         attention.head_group(shape, D, 2))
+    assert slots > 0 and table[0].item() > 0
+    for _ in range(2):
+        out = torch.full_like(q, float("nan"))
+        out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, return_lse=True)
+        torch.cuda.synchronize()
+        check_gpu(out, lse, *ref)
