@@ -332,25 +332,33 @@ def test_split_tiles_cover_every_block_once(ranges, heads, programs, group):
     assert max(totals) <= share + unit + 2 * attention.TILE_OVERHEAD
 
 
-@pytest.mark.parametrize("D,causal,window,cfg", [
-    (64, False, None, attention.Config(PERSISTENT=True, PROGRAMS=7, BALANCED=True, SPLIT=True)),
-    (128, False, None, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=7, O_BUFFER=True,
-                                        RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
-    (64, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=5,
-                                      RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
-    (128, False, (100, 30), attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=5, O_BUFFER=True,
-                                             RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True))],
-    ids=["d64", "d128-pipeline-obuf", "d64-b192-causal", "d128-window-obuf"])
-def test_attention_split_tiles(D, causal, window, cfg, monkeypatch):
+@pytest.mark.parametrize("D,S,causal,window,cfg", [
+    (64, 512, False, None, attention.Config(PERSISTENT=True, PROGRAMS=7, BALANCED=True, SPLIT=True)),
+    (128, 512, False, None, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=7, O_BUFFER=True,
+                                             RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+    (64, 768, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                           PROGRAMS=5, RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+    (64, 640, False, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                            PROGRAMS=5, RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+    (128, 768, False, (100, 30), attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=5, O_BUFFER=True,
+                                                  RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True))],
+    ids=["d64", "d128-pipeline-obuf", "d64-b192-causal", "d64-b192-past-the-end", "d128-window-obuf"])
+def test_attention_split_tiles(D, S, causal, window, cfg, monkeypatch):
     """SPLIT: some tiles run as pieces on two or more programs (their blocks only, masked edges where the
     piece holds them), each piece's partial output and LSE go to the workspace, and combine_pieces merges
-    them. Six heads, five or seven programs, two schedules, into a poisoned output."""
-    monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 768 * D * 2)     # head_group = 4 of the 6 heads
-    q, k, v = (torch.randn(2, 3, 768 if causal or window else 512, D, dtype=torch.float16) for _ in range(3))
+    them. Six heads, five or seven programs, two schedules, into a poisoned output. "past-the-end": 640 keys
+    in 192-row tiles, the last head's last tile (split) reaches past the sequence and the tensor: the
+    combine stores only its rows inside."""
+    monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * S * D * 2)       # head_group = 4 of the 6 heads
+    q, k, v = (torch.randn(2, 3, S, D, dtype=torch.float16) for _ in range(3))
     o, lse = torch.empty_like(q), torch.empty(q.shape[:3])
     args, _, _, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,
                                           attention.Features(causal=causal, window=window))
-    assert attention.kernel_arg(args, "tile_table")[0].item() > 0          # the table splits a tile
+    table = attention.kernel_arg(args, "tile_table").tolist()
+    assert table[0] > 0                                                  # the table splits a tile
+    if S % cfg.BM:
+        num_m = -(-S // cfg.BM)
+        assert 6 * num_m - 1 in table[1:1 + 3 * table[0]:3]              # ... the last head's last tile
     check_attention_sim(q, k, v, cfg, causal=causal, window=window, schedules=2)
 
 

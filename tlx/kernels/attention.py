@@ -624,7 +624,8 @@ def combine_pieces(part_ptr, o_ptr, lse_ptr, table, S_Q, H, NUM_M, ROW_B, ROW_H,
                    D: tl.constexpr, ROWS: tl.constexpr):
     """SPLIT: the output and LSE of split tile program_id(0) (the table's combine list: tile, first slot,
     pieces), ROWS rows per program_id(1), from its pieces' partial outputs: each weighted by exp(its LSE -
-    the rows' LSE). Programs past the list's count return (the grid covers the most a table can split)."""
+    the rows' LSE). Programs past the list's count return (the grid covers the most a table can split); rows
+    past the sequence's end (a BM=192 tile over S = 2^k) store nothing: they are the next head's."""
     i = tl.program_id(0)
     if i >= tl.load(table):
         return
@@ -653,8 +654,11 @@ def combine_pieces(part_ptr, o_ptr, lse_ptr, table, S_Q, H, NUM_M, ROW_B, ROW_H,
         m = m_new
     out = acc / tl.where(w_sum == 0.0, 1.0, w_sum)[:, None]
     o_rows = (b * ROW_B + h * ROW_H + m0 + rows).to(tl.int64)
-    tl.store(o_ptr + o_rows[:, None] * O_STRIDE + h * COL_H + cols[None, :], out.to(o_ptr.dtype.element_ty))
-    tl.store(lse_ptr + (b * H + h) * S_Q + m0 + rows, m + tl.log(w_sum))
+    inside = m0 + rows < S_Q
+    tl.store(o_ptr + o_rows[:, None] * O_STRIDE + h * COL_H + cols[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=inside[:, None])
+    lse_rows = m0 + tl.program_id(1) * ROWS + tl.arange(0, ROWS)      # (the row statistics' layout)
+    tl.store(lse_ptr + (b * H + h) * S_Q + lse_rows, m + tl.log(w_sum), mask=lse_rows < S_Q)
 
 
 @tlx.jit
@@ -1408,21 +1412,26 @@ def split_tiles(ranges: list[tuple[int, int]], heads: int, programs: int, group:
                 overhead: float = TILE_OVERHEAD) -> tuple[list[int], int]:
     """SPLIT's table: tiles t = head * len(ranges) + m (ranges[m]: tile m's K/V blocks [lo, hi) in every head,
     costing overhead + unit per block) for `programs` whose share is the same modelled work, W / programs.
-    In balanced_tiles's deal order (head group by head group, longest first), each tile goes whole to the
-    least-loaded program if that stays within the share (plus a piece's overhead); the tiles that would
-    overfill one form a pool whose blocks, in order, are cut at block boundaries so each program gets what
-    its share still lacks. A tile cut in k pieces gets k workspace slots (consecutive); a piece that covers a
-    whole tile is a whole tile again. For equal tiles (non-causal) of T = q * programs + r, every program runs
-    q whole tiles and r / programs of a tile, not q + 1 whole tiles on r programs while the rest idle.
+    In balanced_tiles's deal order (head group by head group, longest first; equal tiles: head by head, as
+    tile_of's rounds), each tile goes whole to the least-loaded program if that stays within the share (plus
+    a piece's overhead); the tiles that would overfill one form a pool whose blocks, in order, are cut at
+    block boundaries so each program gets what its share still lacks. A tile cut in k pieces gets k
+    workspace slots (consecutive); a piece that covers a whole tile is a whole tile again. For equal tiles
+    (non-causal) of T = q * programs + r, every program runs q whole tiles in tile_of's rounds (the programs
+    share a few heads' K/V in L2 at a time) and r / programs of a tile, not q + 1 whole tiles on r programs
+    while the rest idle.
     Returns (table, slots): [split tiles' count, (tile, first slot, pieces) per split tile, zero padded to
     `programs` entries], programs + 1 offsets (in entries), then each program's entries (tile, lo, hi,
     slot; slot -1: whole), its whole tiles in run_order, then its pieces."""
     import heapq
     num_m = len(ranges)
     costs = [overhead + (hi - lo) * unit for lo, hi in ranges]
+    equal = len(set(costs)) == 1
     by_length = sorted(range(num_m), key=lambda m: -costs[m])
     order = [(bh, m) for first in range(0, heads, group) for m in by_length
              for bh in range(first, min(first + group, heads))]
+    if equal:       # (the heap deals them round robin: program p's k-th tile is k * programs + p)
+        order = [(bh, m) for bh in range(heads) for m in range(num_m)]
     share = sum(costs) * heads / programs
     loads = [(0.0, p) for p in range(programs)]
     whole: list[list[tuple[int, int]]] = [[] for _ in range(programs)]
@@ -1461,7 +1470,8 @@ def split_tiles(ranges: list[tuple[int, int]], heads: int, programs: int, group:
     table = [len(combine)] + [x for entry in combine for x in entry] + [0] * (3 * (programs - len(combine)))
     offsets, entries = [0], []
     for p in range(programs):
-        mine = [(bh * num_m + m, *ranges[m], -1) for bh, m in run_order(whole[p], costs, group)] + pieces[p]
+        ordered = whole[p] if equal else run_order(whole[p], costs, group)
+        mine = [(bh * num_m + m, *ranges[m], -1) for bh, m in ordered] + pieces[p]
         entries += [x for entry in mine for x in entry]
         offsets.append(offsets[-1] + len(mine))
     return table + offsets + entries, slots
