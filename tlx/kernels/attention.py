@@ -657,8 +657,7 @@ def combine_pieces(part_ptr, o_ptr, lse_ptr, table, S_Q, H, NUM_M, ROW_B, ROW_H,
     inside = m0 + rows < S_Q
     tl.store(o_ptr + o_rows[:, None] * O_STRIDE + h * COL_H + cols[None, :], out.to(o_ptr.dtype.element_ty),
              mask=inside[:, None])
-    lse_rows = m0 + tl.program_id(1) * ROWS + tl.arange(0, ROWS)      # (the row statistics' layout)
-    tl.store(lse_ptr + (b * H + h) * S_Q + lse_rows, m + tl.log(w_sum), mask=lse_rows < S_Q)
+    tl.store(lse_ptr + (b * H + h) * S_Q + m0 + rows, m + tl.log(w_sum), mask=inside)
 
 
 @tlx.jit
