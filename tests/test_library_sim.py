@@ -296,52 +296,56 @@ def _split_entries(table: list[int], programs: int):
     return combine, [entries[offsets[p]:offsets[p + 1]] for p in range(programs)]
 
 
-@pytest.mark.parametrize("ranges,heads,programs,group", [
-    ([(0, 32)] * 32, 64, 132, 16),                                  # non-causal D=128 4096 keys: 2048 equal tiles
-    ([(0, m + 1) for m in range(8)], 128, 132, 16),                 # causal 1024 keys
-    ([(max(m - 1, 0), m + 1) for m in range(6)], 6, 5, 4),         # a sliding window
-    ([(0, 4)] * 4, 5, 3, 5), ([(0, 3)] * 2, 1, 4, 1)])              # fewer blocks than programs
-def test_split_tiles_cover_every_block_once(ranges, heads, programs, group):
-    """split_tiles: every K/V block of every tile in exactly one entry; a tile either whole (slot -1, its full
-    range) or cut at block boundaries into pieces with consecutive slots that its combine entry lists; at
-    most programs - 1 split tiles; every program's modelled total within one block and two pieces' overhead
-    of the even share."""
+@pytest.mark.parametrize("ranges,heads,programs,longest_first", [
+    ([(0, 32)] * 32, 64, 132, False),                               # non-causal D=128 4096 keys: 2048 equal tiles
+    ([(0, m + 1) for m in range(8)], 128, 132, True),               # causal 1024 keys
+    ([(max(m - 1, 0), m + 1) for m in range(6)], 6, 5, True),      # a sliding window
+    ([(0, 4)] * 4, 5, 3, False), ([(0, 3)] * 2, 1, 4, False)])      # fewer tiles than programs
+def test_split_tiles_cover_every_block_once(ranges, heads, programs, longest_first):
+    """split_tiles: the full rounds' tiles are not in the table; every block of each tile left after them in
+    exactly one piece, the pieces of a tile with consecutive slots that its combine entry lists (its row
+    block as tile_of runs it); every program's modelled total within a block and two pieces' overhead of the
+    even share, or of its full rounds where those alone exceed it (causal rounds)."""
     unit = 2.0
-    table, slots = attention.split_tiles(ranges, heads, programs, group, unit)
+    table, slots = attention.split_tiles(ranges, heads, programs, unit, longest_first)
     combine, rows = _split_entries(table, programs)
-    num_m = len(ranges)
-    covered = {}
+    num_m, total = len(ranges), heads * len(ranges)
+    rounds = total // programs
+
+    def row_block(t):
+        return num_m - 1 - t % num_m if longest_first else t % num_m
+    left = sorted(t // num_m * num_m + row_block(t) for t in range(rounds * programs, total))
+    assert sorted(t for t, _, _ in combine) == left and sum(n for _, _, n in combine) == slots
+    pieces = {}
     for entries in rows:
         for t, lo, hi, slot in entries:
-            covered.setdefault(t, []).append((lo, hi, slot))
-    assert sorted(covered) == list(range(heads * num_m))
-    split = {t: (first, n) for t, first, n in combine}
-    assert len(split) == len(combine) <= programs - 1 and sum(n for _, n in split.values()) == slots
-    for t, parts in covered.items():
+            pieces.setdefault(t, []).append((lo, hi, slot))
+    for t, first, n in combine:
+        parts = sorted(pieces.pop(t))
         lo, hi = ranges[t % num_m]
-        if t not in split:
-            assert parts == [(lo, hi, -1)]
-            continue
-        first, n = split[t]
-        parts.sort()
-        assert [s for _, _, s in parts] == list(range(first, first + n)) and n >= 2
+        assert [s for _, _, s in parts] == list(range(first, first + n))
         assert parts[0][0] == lo and parts[-1][1] == hi and all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
-    costs = [attention.TILE_OVERHEAD + (hi - lo) * unit for lo, hi in ranges]
-    share = sum(costs) * heads / programs
-    totals = [sum(attention.TILE_OVERHEAD + (hi - lo) * unit for _, lo, hi, _ in entries) for entries in rows]
-    assert max(totals) <= share + unit + 2 * attention.TILE_OVERHEAD
+    assert not pieces
+
+    def cost(m):
+        return attention.TILE_OVERHEAD + (ranges[m][1] - ranges[m][0]) * unit
+    share = sum(cost(m) for m in range(num_m)) * heads / programs
+    for p, entries in enumerate(rows):
+        full = sum(cost(row_block(attention.round_tile(k, p, programs))) for k in range(rounds))
+        mine = full + sum(attention.TILE_OVERHEAD + (hi - lo) * unit for _, lo, hi, _ in entries)
+        assert mine <= max(share, full) + unit + 2 * attention.TILE_OVERHEAD
 
 
 @pytest.mark.parametrize("D,S,causal,window,cfg", [
-    (64, 512, False, None, attention.Config(PERSISTENT=True, PROGRAMS=7, BALANCED=True, SPLIT=True)),
+    (64, 512, False, None, attention.Config(PERSISTENT=True, PROGRAMS=7, SPLIT=True)),
     (128, 512, False, None, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=7, O_BUFFER=True,
-                                             RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+                                             RELEASE_K_EARLY=True, SPLIT=True)),
     (64, 768, True, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
-                                           PROGRAMS=5, RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+                                           PROGRAMS=5, RELEASE_K_EARLY=True, SPLIT=True)),
     (64, 640, False, None, attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
-                                            PROGRAMS=5, RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True)),
+                                            PROGRAMS=5, RELEASE_K_EARLY=True, SPLIT=True)),
     (128, 768, False, (100, 30), attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=5, O_BUFFER=True,
-                                                  RELEASE_K_EARLY=True, BALANCED=True, SPLIT=True))],
+                                                  RELEASE_K_EARLY=True, SPLIT=True))],
     ids=["d64", "d128-pipeline-obuf", "d64-b192-causal", "d64-b192-past-the-end", "d128-window-obuf"])
 def test_attention_split_tiles(D, S, causal, window, cfg, monkeypatch):
     """SPLIT: some tiles run as pieces on two or more programs (their blocks only, masked edges where the
@@ -362,15 +366,14 @@ def test_attention_split_tiles(D, S, causal, window, cfg, monkeypatch):
     check_attention_sim(q, k, v, cfg, causal=causal, window=window, schedules=2)
 
 
-def test_split_needs_balanced_softmax():
-    with pytest.raises(attention.ConfigRejected, match="SPLIT .* needs BALANCED=True and DYNAMIC=False"):
-        attention.Config(PERSISTENT=True, SPLIT=True)
-    with pytest.raises(attention.ConfigRejected, match="SPLIT .* needs BALANCED=True and DYNAMIC=False"):
-        attention.Config(PERSISTENT=True, BALANCED=True, DYNAMIC=True, SPLIT=True)
+def test_split_needs_fixed_rounds_and_softmax():
+    for kw in (dict(), dict(PERSISTENT=True, BALANCED=True), dict(PERSISTENT=True, DYNAMIC=True)):
+        with pytest.raises(attention.ConfigRejected, match="SPLIT .* needs PERSISTENT=True and tile_of's fixed"):
+            attention.Config(SPLIT=True, **kw)
     q = torch.randn(1, 2, 256, 64, dtype=torch.float16)
     with pytest.raises(attention.ConfigRejected, match="SPLIT merges pieces by their LSE: it needs activation"):
         attention.attention(q, q, q, activation="gelu", backend="sim",
-                            config=attention.Config(PERSISTENT=True, BALANCED=True, SPLIT=True))
+                            config=attention.Config(PERSISTENT=True, SPLIT=True))
 
 
 def test_balanced_tail_is_the_last_tiles_in_deal_order():

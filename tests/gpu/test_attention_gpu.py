@@ -371,8 +371,7 @@ def test_split_tiles_gpu(D, S, causal, S_cfg):
     q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     ref = reference(q, k, v, causal=causal, dtype=torch.float32)
     shape = attention.Shape(4, 6, 6, S, S, D, False)
-    table, slots = attention.split_table(q.device, shape, cfg, None, 0 if causal else None, 132,
-                                         attention.head_group(shape, D, 2))
+    table, slots = attention.split_table(q.device, shape, cfg, None, 0 if causal else None, 132)
     assert slots > 0 and table[0].item() > 0
     for _ in range(2):
         out = torch.full_like(q, float("nan"))

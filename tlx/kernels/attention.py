@@ -533,24 +533,26 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
 
 @tlx.jit
 def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.constexpr, SPLIT: tl.constexpr):
-    """(how many tiles this program runs, where its list starts in tile_table). One; (persistent) its share
-    of the rounds tile_of deals; (BALANCED) the count of its row of the host's table (balanced_tiles: the
-    program offsets, then every program's tile numbers; SPLIT, split_tiles: after the combine list, the
-    offsets, then four numbers per tile or piece)."""
-    row = tile_table                                         # (unused unless BALANCED)
+    """(how many tiles this program runs, where its list starts in tile_table, full rounds). One; (persistent)
+    its share of the rounds tile_of deals; (BALANCED) the count of its row of the host's table (balanced_tiles:
+    the program offsets, then every program's tile numbers); (SPLIT) the full rounds, then its pieces of the
+    last round's tiles (split_tiles: after the combine list, the offsets, then four numbers per piece; `row`
+    points so that entry k >= rounds is at row + SPLIT_ENTRY * k)."""
+    row = tile_table                                         # (unused unless BALANCED or SPLIT)
+    rounds = NUM_TILES
     if PERSISTENT:
         n_prog = tl.num_programs(0)
         p = tl.program_id(0)
-        if BALANCED:
-            base = tile_table
-            if SPLIT:
-                base = tile_table + 1 + SPLIT_ENTRY_COMBINE * n_prog
+        if SPLIT:
+            rounds = NUM_TILES // n_prog
+            base = tile_table + 1 + SPLIT_ENTRY_COMBINE * n_prog
             first = tl.load(base + p)
-            n = tl.load(base + p + 1) - first
-            if SPLIT:
-                row = base + (n_prog + 1) + SPLIT_ENTRY * first
-            else:
-                row = base + (n_prog + 1) + first
+            n = rounds + tl.load(base + p + 1) - first
+            row = base + (n_prog + 1) + SPLIT_ENTRY * (first - rounds)
+        elif BALANCED:
+            first = tl.load(tile_table + p)
+            n = tl.load(tile_table + p + 1) - first
+            row = tile_table + (n_prog + 1) + first
         else:
             last = tl.cdiv(NUM_TILES, n_prog) - 1            # the last round may be partial
             rem = NUM_TILES - last * n_prog
@@ -558,12 +560,12 @@ def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.
             n = last + gets.to(tl.int32)
     else:
         n = 1
-    return n, row
+    return n, row, rounds
 
 
 @tlx.jit
 def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
-            BALANCED: tl.constexpr, SPLIT: tl.constexpr = False):
+            BALANCED: tl.constexpr, SPLIT: tl.constexpr = False, rounds=0):
     """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
     batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
     reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
@@ -571,11 +573,10 @@ def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGES
     A block-by-block order over all heads (each round one tile length) balanced causal D=256 better
     (+25-48% at S >= 8192) but lost the L2 sharing: D=64/128 causal at S <= 8192 ran 5-20% slower
     (attention-run5 against run6/7). BALANCED: tile number k of the program's `row` of the host's table
-    (program_tiles), in the order the host chose (SPLIT: entry k's tile, see piece_of)."""
+    (program_tiles), in the order the host chose. SPLIT: tile k >= rounds is the table's (the tile of the
+    program's piece k, with its row block as run)."""
     if PERSISTENT:
-        if SPLIT:
-            t = tl.load(row + SPLIT_ENTRY * k)
-        elif BALANCED:
+        if BALANCED:
             t = tl.load(row + k)
         else:
             n_prog = tl.num_programs(0)
@@ -588,21 +589,25 @@ def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGES
         m_block = tl.program_id(0)
     if LONGEST_FIRST and not BALANCED:                     # (the host's table holds the row blocks as run)
         m_block = NUM_M - 1 - m_block
+    if SPLIT:
+        if k >= rounds:                                    # (whole tiles never wait for a table load)
+            t = tl.load(row + SPLIT_ENTRY * k)
+            bh = t // NUM_M
+            m_block = t % NUM_M
     return m_block * BM, bh // H, bh % H
 
 
 @tlx.jit
-def piece_of(k, row, lo, hi, SPLIT: tl.constexpr):
-    """SPLIT: (first block, end block, workspace slot) of entry k of the program's row (split_tiles): a whole
-    tile keeps its [lo, hi) and slot -1; a piece runs the host's part of it and leaves its partial output in
-    its slot for combine_pieces. Without SPLIT: (lo, hi, -1)."""
-    slot = -1
+def piece_of(k, rounds, row, lo, hi, SPLIT: tl.constexpr):
+    """SPLIT: [first block, end block) of the program's k-th tile: a tile of the full rounds keeps [lo, hi); a
+    piece (k >= rounds) runs the host's part of its tile (split_tiles) and leaves its partial output in a
+    workspace slot for combine_pieces."""
     if SPLIT:
-        entry = row + SPLIT_ENTRY * k
-        slot = tl.load(entry + 3)
-        lo = tl.where(slot >= 0, tl.load(entry + 1), lo)
-        hi = tl.where(slot >= 0, tl.load(entry + 2), hi)
-    return lo, hi, slot
+        if k >= rounds:
+            entry = row + SPLIT_ENTRY * k
+            lo = tl.load(entry + 1)
+            hi = tl.load(entry + 2)
+    return lo, hi
 
 
 @tlx.jit
@@ -815,7 +820,7 @@ def finish_tile(out, m_i, l_i, o_desc, o_ptr, lse_ptr, o_bufs, q_bufs, q_empty, 
 def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty, k_full, v_full,
                  k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q, S_K,
                  H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr,
-                 row, part_ptr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                 row, rounds, part_ptr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                  PINGPONG: tl.constexpr,
                  BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                  MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
@@ -825,14 +830,14 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                  SPLIT: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
-    (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.) SPLIT: entry k of the
-    program's `row` may be a piece of its tile (piece_of): its blocks only, its output to the workspace."""
+    (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.) SPLIT: tile k >= rounds is a
+    piece of its tile (piece_of): its blocks only, its output to the workspace."""
     ROWS: tl.constexpr = BM // CONSUMERS
     dtype = tlx.dtype_of(o_desc)
     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
         KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-    lo, hi, _ = piece_of(k, row, lo, hi, SPLIT)
+    lo, hi = piece_of(k, rounds, row, lo, hi, SPLIT)
     qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
     q_slot = cid + CONSUMERS * qs
     stamp_tile(trace_ptr, cid, k, 0, CONSUMERS, TRACE)
@@ -854,9 +859,8 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
     if PERSISTENT and O_BUFFER:
         tlx.barrier_arrive(q_empty[q_slot])                      # Q's last wgmma has retired
     if SPLIT:
-        slot = tl.load(row + SPLIT_ENTRY * k + 3)            # (read again: one register less in the loop)
-        if slot >= 0:
-            store_piece(part_ptr, slot, out, m_i, l_i, cid, ROWS, BM, D)
+        if k >= rounds:
+            store_piece(part_ptr, tl.load(row + SPLIT_ENTRY * k + 3), out, m_i, l_i, cid, ROWS, BM, D)
             if not O_BUFFER:
                 tlx.barrier_arrive(q_empty[q_slot])
         else:
@@ -897,8 +901,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     DYNAMIC (persistent): the producer takes each next tile from the global tile_counter (zero at launch;
     the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
     with its Q (tile_ids); static persistent programs walk tile_of's rounds instead, or (BALANCED) the tiles
-    the host dealt each program in tile_table (balanced_tiles). SPLIT (BALANCED): some entries are pieces of a
-    tile (split_tiles): their partial outputs go to part_ptr's slots, and combine_pieces writes those tiles."""
+    the host dealt each program in tile_table (balanced_tiles). SPLIT (fixed rounds): after the full rounds,
+    each program runs its pieces of the last round's tiles (split_tiles); their partial outputs go to
+    part_ptr's slots, and combine_pieces writes those tiles."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:              # (never persistent) the grid covers the longest sequence: this tile may be past its end
         first_row, seq, _ = tile_of(0, NUM_M, H, tile_table, BM, PERSISTENT, BOUND_R, BALANCED)
@@ -924,7 +929,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         tile_ids = tlx.local_alloc((1,), tl.int32, 3 * CONSUMERS * Q_BUFS)   # the tile behind each Q buffer
     else:
         tile_ids = q_bufs                                                # (unused)
-    n_tiles, my_tiles = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED, SPLIT)
+    n_tiles, my_tiles, rounds = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED, SPLIT)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
@@ -968,11 +973,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, SPLIT)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, SPLIT, rounds)
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                    lo, hi, _ = piece_of(k, my_tiles, lo, hi, SPLIT)
+                    lo, hi = piece_of(k, rounds, my_tiles, lo, hi, SPLIT)
                     load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
                            Q_BUFS, PERSISTENT, DYNAMIC)
                     load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row,
@@ -991,7 +996,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
                                         k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
                                         softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, my_tiles, part_ptr, D,
+                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, my_tiles, rounds,
+                                        part_ptr, D,
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER,
                                         PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
@@ -1000,11 +1006,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, SPLIT)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, SPLIT, rounds)
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
                                         k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
                                         softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, my_tiles, part_ptr, D,
+                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, my_tiles, rounds,
+                                        part_ptr, D,
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER,
                                         PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
@@ -1049,9 +1056,9 @@ class Config:
     #                               head group), not tile_of's fixed rounds: the same total work per program;
     #                               with DYNAMIC, the last TAIL of the work is left to the global counter
     TAIL: float = 0.1             # BALANCED and DYNAMIC: the share of the work (the last tiles in deal order)
-    SPLIT: bool = False           # BALANCED, softmax: the tiles that would overfill a program are cut along the
-    #                               keys into pieces that fill every program to the same modelled work
-    #                               (split_tiles); combine_pieces then merges each split tile's pieces by LSE
+    SPLIT: bool = False           # persistent fixed rounds, softmax: the last, partial round's tiles are cut along
+    #                               the keys into pieces that fill every program to the same modelled work
+    #                               (split_tiles); combine_pieces then merges each tile's pieces by LSE
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -1060,9 +1067,9 @@ class Config:
             raise ConfigRejected("attention.Config: DYNAMIC (tiles from a global counter) needs PERSISTENT=True")
         if self.BALANCED and not self.PERSISTENT:
             raise ConfigRejected("attention.Config: BALANCED (tiles dealt by a host table) needs PERSISTENT=True")
-        if self.SPLIT and (not self.BALANCED or self.DYNAMIC):
-            raise ConfigRejected("attention.Config: SPLIT (tiles cut into pieces by the host's table) needs "
-                                 "BALANCED=True and DYNAMIC=False")
+        if self.SPLIT and (not self.PERSISTENT or self.BALANCED or self.DYNAMIC):
+            raise ConfigRejected("attention.Config: SPLIT (the last round's tiles cut into pieces) needs "
+                                 "PERSISTENT=True and tile_of's fixed rounds (BALANCED=False, DYNAMIC=False)")
         if self.BALANCED and self.DYNAMIC and not 0.0 < self.TAIL < 1.0:
             raise ConfigRejected(f"attention.Config: TAIL (the share of a BALANCED table's work left to DYNAMIC's "
                                  f"counter) must be in (0, 1), got {self.TAIL}")
@@ -1407,44 +1414,39 @@ def balance_swaps(dealt: list[list[tuple[int, int]]], costs: list[float], group:
             loads[lo] -= costs[other[1]]
 
 
-def split_tiles(ranges: list[tuple[int, int]], heads: int, programs: int, group: int, unit: float,
+def round_tile(k: int, p: int, programs: int) -> int:
+    """tile_of's fixed rounds: the tile number program p runs k-th (odd rounds in reverse)."""
+    return k * programs + (p if k % 2 == 0 else programs - 1 - p)
+
+
+def split_tiles(ranges: list[tuple[int, int]], heads: int, programs: int, unit: float, longest_first: bool = False,
                 overhead: float = TILE_OVERHEAD) -> tuple[list[int], int]:
-    """SPLIT's table: tiles t = head * len(ranges) + m (ranges[m]: tile m's K/V blocks [lo, hi) in every head,
-    costing overhead + unit per block) for `programs` whose share is the same modelled work, W / programs.
-    In balanced_tiles's deal order (head group by head group, longest first; equal tiles: head by head, as
-    tile_of's rounds), each tile goes whole to the least-loaded program if that stays within the share (plus
-    a piece's overhead); the tiles that would overfill one form a pool whose blocks, in order, are cut at
-    block boundaries so each program gets what its share still lacks. A tile cut in k pieces gets k
-    workspace slots (consecutive); a piece that covers a whole tile is a whole tile again. For equal tiles
-    (non-causal) of T = q * programs + r, every program runs q whole tiles in tile_of's rounds (the programs
-    share a few heads' K/V in L2 at a time) and r / programs of a tile, not q + 1 whole tiles on r programs
-    while the rest idle.
-    Returns (table, slots): [split tiles' count, (tile, first slot, pieces) per split tile, zero padded to
-    `programs` entries], programs + 1 offsets (in entries), then each program's entries (tile, lo, hi,
-    slot; slot -1: whole), its whole tiles in run_order, then its pieces."""
-    import heapq
+    """SPLIT's table: tiles t = head * len(ranges) + m (ranges[m]: row block m's K/V blocks [lo, hi) in every
+    head, costing overhead + unit per block; longest_first: tile_of runs round tile m as row block
+    len(ranges) - 1 - m). Of T = q * programs + r tiles, each program runs its q tiles of tile_of's full rounds
+    (arithmetic, no table: the programs share a few heads' K/V in L2, and no table load waits at a tile's
+    start), then its pieces of the r tiles left: their blocks, in order, cut at block boundaries so each
+    program gets what its rounds leave short of the even share (all the same for equal, non-causal tiles:
+    r / programs of a tile each, not a whole tile on r programs while the rest idle). Every leftover tile
+    goes through the workspace: its k >= 1 pieces get consecutive slots and combine_pieces merges them.
+    Returns (table, slots): [leftover tiles' count, (tile, first slot, pieces) per leftover tile (tile with
+    its row block as run), zero padded to `programs` entries], programs + 1 offsets, then each program's
+    pieces (tile, lo, hi, slot)."""
     num_m = len(ranges)
-    costs = [overhead + (hi - lo) * unit for lo, hi in ranges]
-    equal = len(set(costs)) == 1
-    by_length = sorted(range(num_m), key=lambda m: -costs[m])
-    order = [(bh, m) for first in range(0, heads, group) for m in by_length
-             for bh in range(first, min(first + group, heads))]
-    if equal:       # (the heap deals them round robin: program p's k-th tile is k * programs + p)
-        order = [(bh, m) for bh in range(heads) for m in range(num_m)]
-    share = sum(costs) * heads / programs
-    loads = [(0.0, p) for p in range(programs)]
-    whole: list[list[tuple[int, int]]] = [[] for _ in range(programs)]
-    pool = []
-    for bh, m in order:
-        load, p = loads[0]
-        if load + costs[m] <= share + overhead:
-            whole[p].append((bh, m))
-            heapq.heapreplace(loads, (load + costs[m], p))
-        else:
-            pool.append((bh, m))
-    need = [0.0] * programs
-    for load, p in loads:
-        need[p] = max(share - load, 0.0)
+    total = heads * num_m
+    q = total // programs
+
+    def row_block(t):
+        m = t % num_m
+        return num_m - 1 - m if longest_first else m
+
+    def cost(m):
+        return overhead + (ranges[m][1] - ranges[m][0]) * unit
+
+    loads = [sum(cost(row_block(round_tile(k, p, programs))) for k in range(q)) for p in range(programs)]
+    share = sum(cost(m) for m in range(num_m)) * heads / programs
+    need = [max(share - load, 0.0) for load in loads]
+    pool = [(t // num_m, row_block(t)) for t in range(q * programs, total)]
     pool_blocks = sum(ranges[m][1] - ranges[m][0] for _, m in pool)
     total_need = sum(need) or 1.0
     cuts, acc = [0], 0.0                                   # program p takes pool blocks [cuts[p], cuts[p + 1])
@@ -1457,20 +1459,14 @@ def split_tiles(ranges: list[tuple[int, int]], heads: int, programs: int, group:
         lo, hi = ranges[m]
         owners = [(p, max(cuts[p], start), min(cuts[p + 1], start + hi - lo)) for p in range(programs)]
         owners = [(p, a, z) for p, a, z in owners if a < z]
-        t = bh * num_m + m
-        if len(owners) == 1:
-            pieces[owners[0][0]].append((t, lo, hi, -1))
-        else:
-            combine.append((t, slots, len(owners)))
-            for p, a, z in owners:
-                pieces[p].append((t, lo + a - start, lo + z - start, slots))
-                slots += 1
+        combine.append((bh * num_m + m, slots, len(owners)))
+        for p, a, z in owners:
+            pieces[p].append((bh * num_m + m, lo + a - start, lo + z - start, slots))
+            slots += 1
         start += hi - lo
     table = [len(combine)] + [x for entry in combine for x in entry] + [0] * (3 * (programs - len(combine)))
     offsets, entries = [0], []
-    for p in range(programs):
-        ordered = whole[p] if equal else run_order(whole[p], costs, group)
-        mine = [(bh * num_m + m, *ranges[m], -1) for bh, m in ordered] + pieces[p]
+    for mine in pieces:
         entries += [x for entry in mine for x in entry]
         offsets.append(offsets[-1] + len(mine))
     return table + offsets + entries, slots
@@ -1493,19 +1489,18 @@ def _tile_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, 
     return torch.tensor(balanced_tiles(costs, heads, programs, group, tail), dtype=torch.int32, device=device)
 
 
-def split_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int, group: int):
+def split_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int):
     """SPLIT: (the int32 table of split_tiles on `device`, its workspace slots); cached as tile_table's."""
     return _split_table(str(device), triton.cdiv(shape.S_q, cfg.BM), shape.B * shape.H, shape.S_k, shape.D, cfg.BM,
-                        cfg.BN, left, right, programs, group)
+                        cfg.BN, left, right, programs)
 
 
 @functools.lru_cache(maxsize=16)
-def _split_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, BN: int, left, right, programs: int,
-                 group: int):
+def _split_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, BN: int, left, right, programs: int):
     import torch
     cfg = Config(BM=BM, BN=BN)
     ranges = [tile_blocks(m * BM, S_k, left, right, cfg) for m in range(num_m)]
-    table, slots = split_tiles(ranges, heads, programs, group, block_cost(cfg, D))
+    table, slots = split_tiles(ranges, heads, programs, block_cost(cfg, D), longest_first=right is not None)
     return torch.tensor(table, dtype=torch.int32, device=device), slots
 
 
@@ -1591,7 +1586,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
         if features.activation != "softmax" or lse is None:
             raise ConfigRejected(f"attention.Config: SPLIT merges pieces by their LSE: it needs activation "
                                  f"'softmax' and an LSE tensor, got {features.activation!r}")
-        table, slots = split_table(q.device, shape, cfg, left, right, programs, group)
+        table, slots = split_table(q.device, shape, cfg, left, right, programs)
         part = piece_workspace(q.device, slots, cfg, D)
     elif cfg.BALANCED:
         table = tile_table(q.device, shape, cfg, left, right, programs, group)
