@@ -122,9 +122,6 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           # the tiles dealt by the host's balanced table (persistent even where the default is a grid)
           "default_bal": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                       BALANCED=True),
-          # ... with the tiles that would overfill a program cut along the keys into pieces (SPLIT)
-          "default_split": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
-                                                        BALANCED=False, DYNAMIC=False, SPLIT=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
           **{f"default_bal_tail{int(share * 100)}": (lambda share: lambda D, S, causal: replace(
               attention.default_config(D, S, causal), PERSISTENT=True, BALANCED=True, DYNAMIC=True, TAIL=share))(share)

@@ -452,22 +452,6 @@ def test_default_configs_compile_clean(D, S, causal):
     assert s["spills"] == 0 and not s["wgmma_serialized"] and s["wgmma_desc_unset"] == 0
 
 
-@pytest.mark.parametrize("D,S,causal", [(128, 4096, False), (128, 1024, True), (64, 1024, False)])
-def test_split_configs_compile_clean(D, S, causal):
-    """SPLIT (the default config with split tiles) and its combine_pieces kernel compile for sm_90a: wgmma and TMA
-    in the attention kernel, no spills in either."""
-    from dataclasses import replace
-    cfg = replace(attention.default_config(D, S, causal), PERSISTENT=True, BALANCED=False, DYNAMIC=False, SPLIT=True)
-    q, k, v = (torch.randn(1, 2, 768, D, dtype=torch.bfloat16) for _ in range(3))
-    o, lse = torch.empty_like(q), torch.empty(1, 2, 768)
-    args, grid, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,
-                                                attention.Features(causal=causal))
-    s = tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4, **meta).stats
-    assert s["wgmma"] > 0 and s["tma_load"] >= 4 and s["spills"] == 0 and s["wgmma_desc_unset"] == 0
-    cargs, cgrid, cmeta = attention.combine_launch(args, grid, meta)
-    assert tlx.compile(attention.combine_pieces, *cargs, num_warps=4, **cmeta).stats["spills"] == 0
-
-
 def _attention_sass(cfg: attention.Config, D: int) -> list[str]:
     """The SASS instructions of the attention kernel built with `cfg` (bhsd, 512 keys, no features)."""
     from tlx.gluon import sass

@@ -353,28 +353,3 @@ def test_tile_orders_gpu(D, S, causal, cfg, order):
         check_gpu(out, lse, *ref)
         if cfg.DYNAMIC:
             assert counter.item() == 0
-
-
-@pytest.mark.parametrize("D,S,causal,S_cfg", [(128, 2048, False, 2048), (64, 3072, False, 3072), (64, 1664, False, 2048),
-                                              (256, 1024, False, 1024), (64, 1024, False, 1024),
-                                              (128, 1024, True, 1024), (64, 4096, True, 4096)],
-                         ids=["d128", "d64-b192", "d64-b192-past-the-end", "d256", "d64-bn256", "d128-causal",
-                              "d64-causal"])
-def test_split_tiles_gpu(D, S, causal, S_cfg):
-    """SPLIT on 132 programs through the op (the attention kernel, then combine_pieces): the default config of
-    each shape (of S_cfg keys: 1664 keys in the 192-row tiles of 2048, whose last tile reaches past the end)
-    with the tiles that would overfill a program cut into pieces. Two calls (the second a launch cache hit)
-    into re-poisoned outputs, output and LSE against the float32 reference each time."""
-    from dataclasses import replace
-    cfg = replace(attention.default_config(D, S_cfg, causal), PERSISTENT=True, BALANCED=True, DYNAMIC=False,
-                  SPLIT=True)
-    q, k, v = (torch.randn(4, 6, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
-    shape = attention.Shape(4, 6, 6, S, S, D, False)
-    table, slots = attention.split_table(q.device, shape, cfg, None, 0 if causal else None, 132)
-    assert slots > 0 and table[0].item() > 0
-    for _ in range(2):
-        out = torch.full_like(q, float("nan"))
-        out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, return_lse=True)
-        torch.cuda.synchronize()
-        check_gpu(out, lse, *ref)

@@ -45,8 +45,6 @@ from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 LOG2E = 1.4426950408889634
 RESCALE_LOG2 = 8.0   # LAZY_RESCALE: the row max may run this far (log2) ahead: P <= 2^8
 CONSUMER_ROWS = 64          # query rows per consumer warp group (one m64 wgmma)
-SPLIT_ENTRY = 4             # SPLIT: numbers per table entry (tile, first block, end block, workspace slot)
-SPLIT_ENTRY_COMBINE = 3     # SPLIT: numbers per combine-list entry (tile, first slot, pieces)
 
 
 @tlx.jit
@@ -532,24 +530,15 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
 
 
 @tlx.jit
-def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.constexpr, SPLIT: tl.constexpr):
-    """(how many tiles this program runs, where its list starts in tile_table, full rounds). One; (persistent)
-    its share of the rounds tile_of deals; (BALANCED) the count of its row of the host's table (balanced_tiles:
-    the program offsets, then every program's tile numbers); (SPLIT) the full rounds, then its pieces of the
-    last round's tiles (split_tiles: after the combine list, the offsets, then four numbers per piece; `row`
-    points so that entry k >= rounds is at row + SPLIT_ENTRY * k)."""
-    row = tile_table                                         # (unused unless BALANCED or SPLIT)
-    rounds = NUM_TILES
+def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.constexpr):
+    """(how many tiles this program runs, where its list starts in tile_table). One; (persistent) its share
+    of the rounds tile_of deals; (BALANCED) the count of its row of the host's table (balanced_tiles: the
+    program offsets, then every program's tile numbers)."""
+    row = tile_table                                         # (unused unless BALANCED)
     if PERSISTENT:
         n_prog = tl.num_programs(0)
         p = tl.program_id(0)
-        if SPLIT:
-            rounds = NUM_TILES // n_prog
-            base = tile_table + 1 + SPLIT_ENTRY_COMBINE * n_prog
-            first = tl.load(base + p)
-            n = rounds + tl.load(base + p + 1) - first
-            row = base + (n_prog + 1) + SPLIT_ENTRY * (first - rounds)
-        elif BALANCED:
+        if BALANCED:
             first = tl.load(tile_table + p)
             n = tl.load(tile_table + p + 1) - first
             row = tile_table + (n_prog + 1) + first
@@ -560,12 +549,12 @@ def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.
             n = last + gets.to(tl.int32)
     else:
         n = 1
-    return n, row, rounds
+    return n, row
 
 
 @tlx.jit
 def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
-            BALANCED: tl.constexpr, SPLIT: tl.constexpr = False, rounds=0):
+            BALANCED: tl.constexpr):
     """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
     batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
     reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
@@ -573,8 +562,7 @@ def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGES
     A block-by-block order over all heads (each round one tile length) balanced causal D=256 better
     (+25-48% at S >= 8192) but lost the L2 sharing: D=64/128 causal at S <= 8192 ran 5-20% slower
     (attention-run5 against run6/7). BALANCED: tile number k of the program's `row` of the host's table
-    (program_tiles), in the order the host chose. SPLIT: tile k >= rounds is the table's (the tile of the
-    program's piece k, with its row block as run)."""
+    (program_tiles), in the order the host chose."""
     if PERSISTENT:
         if BALANCED:
             t = tl.load(row + k)
@@ -589,80 +577,7 @@ def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGES
         m_block = tl.program_id(0)
     if LONGEST_FIRST and not BALANCED:                     # (the host's table holds the row blocks as run)
         m_block = NUM_M - 1 - m_block
-    if SPLIT:
-        if k >= rounds:                                    # (whole tiles never wait for a table load)
-            t = tl.load(row + SPLIT_ENTRY * k)
-            bh = t // NUM_M
-            m_block = t % NUM_M
     return m_block * BM, bh // H, bh % H
-
-
-@tlx.jit
-def piece_of(k, rounds, row, lo, hi, SPLIT: tl.constexpr):
-    """SPLIT: [first block, end block) of the program's k-th tile: a tile of the full rounds keeps [lo, hi); a
-    piece (k >= rounds) runs the host's part of its tile (split_tiles) and leaves its partial output in a
-    workspace slot for combine_pieces."""
-    if SPLIT:
-        if k >= rounds:
-            entry = row + SPLIT_ENTRY * k
-            lo = tl.load(entry + 1)
-            hi = tl.load(entry + 2)
-    return lo, hi
-
-
-@tlx.jit
-def store_piece(part_ptr, slot, out, m_i, l_i, cid, ROWS: tl.constexpr, BM: tl.constexpr, D: tl.constexpr):
-    """SPLIT: a piece's output rows (normalized by its own row sums, float32) and LSE (natural log; -inf
-    where the piece's keys left a row nothing) into workspace slot `slot`: BM x D outputs, then BM LSEs."""
-    base = part_ptr + slot * (BM * D + BM)
-    rows = cid * ROWS + tl.arange(0, ROWS)
-    offs = rows[:, None] * D + tl.arange(0, D)[None, :]
-    # Index in the accumulator's own layout (the select picks offs either way): a pointer store converts its
-    # value to a coalesced layout through shared memory, and the K/V ring leaves none for a float32 tile.
-    tl.store(base + tl.where(out == out, offs, offs), out)
-    lse_rows = cid * ROWS + tl.arange(0, ROWS)             # (its own index vector: the row statistics' layout)
-    tl.store(base + BM * D + lse_rows, (m_i + tl.log2(l_i)) / LOG2E)
-
-
-@tlx.jit
-def combine_pieces(part_ptr, o_ptr, lse_ptr, table, S_Q, H, NUM_M, ROW_B, ROW_H, COL_H, O_STRIDE, BM: tl.constexpr,
-                   D: tl.constexpr, ROWS: tl.constexpr):
-    """SPLIT: the output and LSE of split tile program_id(0) (the table's combine list: tile, first slot,
-    pieces), ROWS rows per program_id(1), from its pieces' partial outputs: each weighted by exp(its LSE -
-    the rows' LSE). Programs past the list's count return (the grid covers the most a table can split); rows
-    past the sequence's end (a BM=192 tile over S = 2^k) store nothing: they are the next head's."""
-    i = tl.program_id(0)
-    if i >= tl.load(table):
-        return
-    entry = table + 1 + SPLIT_ENTRY_COMBINE * i
-    t = tl.load(entry)
-    first = tl.load(entry + 1)
-    pieces = tl.load(entry + 2)
-    bh = t // NUM_M
-    m0 = (t % NUM_M) * BM
-    b = bh // H
-    h = bh % H
-    rows = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, D)
-    m = tl.full((ROWS,), float("-inf"), tl.float32)
-    w_sum = tl.zeros((ROWS,), tl.float32)
-    acc = tl.zeros((ROWS, D), tl.float32)
-    for s in range(first, first + pieces):
-        base = part_ptr + s * (BM * D + BM)
-        lse = tl.load(base + BM * D + rows)
-        m_new = tl.maximum(m, lse)
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)      # no piece has kept a key yet
-        alpha = tl.exp(m - m_use)
-        w = tl.exp(lse - m_use)
-        acc = acc * alpha[:, None] + w[:, None] * tl.load(base + rows[:, None] * D + cols[None, :])
-        w_sum = w_sum * alpha + w
-        m = m_new
-    out = acc / tl.where(w_sum == 0.0, 1.0, w_sum)[:, None]
-    o_rows = (b * ROW_B + h * ROW_H + m0 + rows).to(tl.int64)
-    inside = m0 + rows < S_Q
-    tl.store(o_ptr + o_rows[:, None] * O_STRIDE + h * COL_H + cols[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=inside[:, None])
-    tl.store(lse_ptr + (b * H + h) * S_Q + m0 + rows, m + tl.log(w_sum), mask=inside)
 
 
 @tlx.jit
@@ -800,44 +715,23 @@ def next_tile(k, cid, q_full, tile_ids, CONSUMERS: tl.constexpr, Q_BUFS: tl.cons
 
 
 @tlx.jit
-def finish_tile(out, m_i, l_i, o_desc, o_ptr, lse_ptr, o_bufs, q_bufs, q_empty, q_slot, cid, b, h, r0, q_start, q_len,
-                q_row, q_col, S_Q, H, O_STRIDE, ROWS: tl.constexpr, D: tl.constexpr, VARLEN: tl.constexpr,
-                ACTIVATION: tl.constexpr, PERSISTENT: tl.constexpr, O_BUFFER: tl.constexpr):
-    """Consumer cid's output rows of a whole tile (through shared memory, store_output) and its LSE."""
-    staging = o_bufs[cid] if O_BUFFER else q_bufs[q_slot]
-    store_output(out, o_desc, o_ptr, staging, q_row + cid * ROWS, q_col, q_len - r0, O_STRIDE, ROWS, D, VARLEN,
-                 O_BUFFER)
-    if PERSISTENT and not O_BUFFER:
-        tlx.barrier_arrive(q_empty[q_slot])                      # the store has read Q's buffer
-    if ACTIVATION == "softmax":
-        rows = r0 + tl.arange(0, ROWS)
-        lse = (m_i + tl.log2(l_i)) / LOG2E
-        lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
-        tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
-
-
-@tlx.jit
 def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty, k_full, v_full,
                  k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q, S_K,
                  H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr,
-                 row, rounds, part_ptr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                 PINGPONG: tl.constexpr,
+                 D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                  BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                  MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr,
-                 SPLIT: tl.constexpr):
+                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
-    (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.) SPLIT: tile k >= rounds is a
-    piece of its tile (piece_of): its blocks only, its output to the workspace."""
+    (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
     ROWS: tl.constexpr = BM // CONSUMERS
     dtype = tlx.dtype_of(o_desc)
     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H,
         KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-    lo, hi = piece_of(k, rounds, row, lo, hi, SPLIT)
     qs, qp = tlx.warp_spec.get_bufidx_phase(k, Q_BUFS)
     q_slot = cid + CONSUMERS * qs
     stamp_tile(trace_ptr, cid, k, 0, CONSUMERS, TRACE)
@@ -858,18 +752,16 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
         out = acc
     if PERSISTENT and O_BUFFER:
         tlx.barrier_arrive(q_empty[q_slot])                      # Q's last wgmma has retired
-    if SPLIT:
-        if k >= rounds:
-            store_piece(part_ptr, tl.load(row + SPLIT_ENTRY * k + 3), out, m_i, l_i, cid, ROWS, BM, D)
-            if not O_BUFFER:
-                tlx.barrier_arrive(q_empty[q_slot])
-        else:
-            finish_tile(out.to(dtype), m_i, l_i, o_desc, o_ptr, lse_ptr, o_bufs, q_bufs, q_empty, q_slot, cid, b, h,
-                        r0, q_start, q_len, q_row, q_col, S_Q, H, O_STRIDE, ROWS, D, VARLEN, ACTIVATION, PERSISTENT,
-                        O_BUFFER)
-    else:
-        finish_tile(out.to(dtype), m_i, l_i, o_desc, o_ptr, lse_ptr, o_bufs, q_bufs, q_empty, q_slot, cid, b, h, r0,
-                    q_start, q_len, q_row, q_col, S_Q, H, O_STRIDE, ROWS, D, VARLEN, ACTIVATION, PERSISTENT, O_BUFFER)
+    staging = o_bufs[cid] if O_BUFFER else q_bufs[q_slot]
+    store_output(out.to(dtype), o_desc, o_ptr, staging, q_row + cid * ROWS, q_col, q_len - r0, O_STRIDE,
+                 ROWS, D, VARLEN, O_BUFFER)
+    if PERSISTENT and not O_BUFFER:
+        tlx.barrier_arrive(q_empty[q_slot])                      # the store has read Q's buffer
+    if ACTIVATION == "softmax":
+        rows = r0 + tl.arange(0, ROWS)
+        lse = (m_i + tl.log2(l_i)) / LOG2E
+        lse_row = h * S_Q + q_start if VARLEN else (b * H + h) * S_Q   # [H, total_q] packed, else [B, H, S]
+        tl.store(lse_ptr + lse_row + rows, lse, mask=rows < q_len)
     stamp_tile(trace_ptr, cid, k, 3, CONSUMERS, TRACE)
     return hi - lo
 
@@ -877,8 +769,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
 @tlx.jit
 def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r,
                          S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, NUM_M,
-                         NUM_TILES, OPAQUE_ZERO, part_ptr, trace_ptr, tile_counter, HEAD_GROUP, tile_table,
-                         D: tl.constexpr,
+                         NUM_TILES, OPAQUE_ZERO, trace_ptr, tile_counter, HEAD_GROUP, tile_table, D: tl.constexpr,
                          BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                          BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                          SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
@@ -887,7 +778,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
-                         BALANCED: tl.constexpr, SPLIT: tl.constexpr):
+                         BALANCED: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -901,9 +792,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     DYNAMIC (persistent): the producer takes each next tile from the global tile_counter (zero at launch;
     the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
     with its Q (tile_ids); static persistent programs walk tile_of's rounds instead, or (BALANCED) the tiles
-    the host dealt each program in tile_table (balanced_tiles). SPLIT (fixed rounds): after the full rounds,
-    each program runs its pieces of the last round's tiles (split_tiles); their partial outputs go to
-    part_ptr's slots, and combine_pieces writes those tiles."""
+    the host dealt each program in tile_table (balanced_tiles)."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:              # (never persistent) the grid covers the longest sequence: this tile may be past its end
         first_row, seq, _ = tile_of(0, NUM_M, H, tile_table, BM, PERSISTENT, BOUND_R, BALANCED)
@@ -929,7 +818,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
         tile_ids = tlx.local_alloc((1,), tl.int32, 3 * CONSUMERS * Q_BUFS)   # the tile behind each Q buffer
     else:
         tile_ids = q_bufs                                                # (unused)
-    n_tiles, my_tiles, rounds = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED, SPLIT)
+    n_tiles, my_tiles = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cnt = 0                                                      # K/V blocks loaded so far
@@ -973,11 +862,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, SPLIT, rounds)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
-                    lo, hi = piece_of(k, rounds, my_tiles, lo, hi, SPLIT)
                     load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
                            Q_BUFS, PERSISTENT, DYNAMIC)
                     load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row,
@@ -996,26 +884,22 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
                                         k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
                                         softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, my_tiles, rounds,
-                                        part_ptr, D,
-                                        BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                        VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER,
-                                        PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        SPLIT)
+                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
+                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
+                                        PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, SPLIT, rounds)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
                                         k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
                                         softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, my_tiles, rounds,
-                                        part_ptr, D,
-                                        BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
-                                        VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER,
-                                        PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        SPLIT)
+                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
+                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
+                                        PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -1056,9 +940,6 @@ class Config:
     #                               head group), not tile_of's fixed rounds: the same total work per program;
     #                               with DYNAMIC, the last TAIL of the work is left to the global counter
     TAIL: float = 0.1             # BALANCED and DYNAMIC: the share of the work (the last tiles in deal order)
-    SPLIT: bool = False           # persistent fixed rounds, softmax: the last, partial round's tiles are cut along
-    #                               the keys into pieces that fill every program to the same modelled work
-    #                               (split_tiles); combine_pieces then merges each tile's pieces by LSE
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -1067,9 +948,6 @@ class Config:
             raise ConfigRejected("attention.Config: DYNAMIC (tiles from a global counter) needs PERSISTENT=True")
         if self.BALANCED and not self.PERSISTENT:
             raise ConfigRejected("attention.Config: BALANCED (tiles dealt by a host table) needs PERSISTENT=True")
-        if self.SPLIT and (not self.PERSISTENT or self.BALANCED or self.DYNAMIC):
-            raise ConfigRejected("attention.Config: SPLIT (the last round's tiles cut into pieces) needs "
-                                 "PERSISTENT=True and tile_of's fixed rounds (BALANCED=False, DYNAMIC=False)")
         if self.BALANCED and self.DYNAMIC and not 0.0 < self.TAIL < 1.0:
             raise ConfigRejected(f"attention.Config: TAIL (the share of a BALANCED table's work left to DYNAMIC's "
                                  f"counter) must be in (0, 1), got {self.TAIL}")
@@ -1319,23 +1197,13 @@ TILE_OVERHEAD = 1.2     # BALANCED: a tile's own cost (Q wait, output store, the
 #                         + 1.18 us a block)
 
 
-def tile_blocks(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config) -> tuple[int, int]:
-    """[lo, hi): the K/V blocks of the tile whose first query row is m0 (fixed lengths), as kv_block_range."""
+def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config, D: int) -> float:
+    """BALANCED's cost model of the tile whose first query row is m0 (fixed lengths): its K/V blocks (the
+    range kv_block_range computes) plus TILE_OVERHEAD, in units of a 128-key, 64-wide block."""
     lo = max(m0 - left, 0) // cfg.BN if left is not None else 0
     hi = min(m0 + cfg.BM + right, S_k) if right is not None else S_k
-    return lo, max(triton.cdiv(hi, cfg.BN), lo)
-
-
-def block_cost(cfg: Config, D: int) -> float:
-    """BALANCED's cost of one K/V block, in units of a 128-key, 64-wide block."""
-    return cfg.BN * D / (128 * 64)
-
-
-def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config, D: int) -> float:
-    """BALANCED's cost model of the tile whose first query row is m0 (fixed lengths): its K/V blocks plus
-    TILE_OVERHEAD, in units of a 128-key, 64-wide block."""
-    lo, hi = tile_blocks(m0, S_k, left, right, cfg)
-    return TILE_OVERHEAD + (hi - lo) * block_cost(cfg, D)
+    blocks = max(triton.cdiv(hi, cfg.BN), lo) - lo
+    return TILE_OVERHEAD + blocks * cfg.BN * D / (128 * 64)
 
 
 def balanced_tiles(costs: list[float], heads: int, programs: int, group: int, tail: float = 0.0) -> list[int]:
@@ -1414,64 +1282,6 @@ def balance_swaps(dealt: list[list[tuple[int, int]]], costs: list[float], group:
             loads[lo] -= costs[other[1]]
 
 
-def round_tile(k: int, p: int, programs: int) -> int:
-    """tile_of's fixed rounds: the tile number program p runs k-th (odd rounds in reverse)."""
-    return k * programs + (p if k % 2 == 0 else programs - 1 - p)
-
-
-def split_tiles(ranges: list[tuple[int, int]], heads: int, programs: int, unit: float, longest_first: bool = False,
-                overhead: float = TILE_OVERHEAD) -> tuple[list[int], int]:
-    """SPLIT's table: tiles t = head * len(ranges) + m (ranges[m]: row block m's K/V blocks [lo, hi) in every
-    head, costing overhead + unit per block; longest_first: tile_of runs round tile m as row block
-    len(ranges) - 1 - m). Of T = q * programs + r tiles, each program runs its q tiles of tile_of's full rounds
-    (arithmetic, no table: the programs share a few heads' K/V in L2, and no table load waits at a tile's
-    start), then its pieces of the r tiles left: their blocks, in order, cut at block boundaries so each
-    program gets what its rounds leave short of the even share (all the same for equal, non-causal tiles:
-    r / programs of a tile each, not a whole tile on r programs while the rest idle). Every leftover tile
-    goes through the workspace: its k >= 1 pieces get consecutive slots and combine_pieces merges them.
-    Returns (table, slots): [leftover tiles' count, (tile, first slot, pieces) per leftover tile (tile with
-    its row block as run), zero padded to `programs` entries], programs + 1 offsets, then each program's
-    pieces (tile, lo, hi, slot)."""
-    num_m = len(ranges)
-    total = heads * num_m
-    q = total // programs
-
-    def row_block(t):
-        m = t % num_m
-        return num_m - 1 - m if longest_first else m
-
-    def cost(m):
-        return overhead + (ranges[m][1] - ranges[m][0]) * unit
-
-    loads = [sum(cost(row_block(round_tile(k, p, programs))) for k in range(q)) for p in range(programs)]
-    share = sum(cost(m) for m in range(num_m)) * heads / programs
-    need = [max(share - load, 0.0) for load in loads]
-    pool = [(t // num_m, row_block(t)) for t in range(q * programs, total)]
-    pool_blocks = sum(ranges[m][1] - ranges[m][0] for _, m in pool)
-    total_need = sum(need) or 1.0
-    cuts, acc = [0], 0.0                                   # program p takes pool blocks [cuts[p], cuts[p + 1])
-    for p in range(programs):
-        acc += need[p]
-        cuts.append(round(pool_blocks * acc / total_need))
-    pieces: list[list[tuple[int, int, int, int]]] = [[] for _ in range(programs)]   # (tile, lo, hi, slot)
-    combine, slots, start = [], 0, 0                       # start: the pool tile's first block in the pool
-    for bh, m in pool:
-        lo, hi = ranges[m]
-        owners = [(p, max(cuts[p], start), min(cuts[p + 1], start + hi - lo)) for p in range(programs)]
-        owners = [(p, a, z) for p, a, z in owners if a < z]
-        combine.append((bh * num_m + m, slots, len(owners)))
-        for p, a, z in owners:
-            pieces[p].append((bh * num_m + m, lo + a - start, lo + z - start, slots))
-            slots += 1
-        start += hi - lo
-    table = [len(combine)] + [x for entry in combine for x in entry] + [0] * (3 * (programs - len(combine)))
-    offsets, entries = [0], []
-    for mine in pieces:
-        entries += [x for entry in mine for x in entry]
-        offsets.append(offsets[-1] + len(mine))
-    return table + offsets + entries, slots
-
-
 def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int, group: int):
     """BALANCED: the int32 table of balanced_tiles on `device` (with DYNAMIC, a TAIL of it undealt). The last
     few problems' tables are kept (_tile_table), so a launch cache miss does not deal again; a cached launch
@@ -1487,41 +1297,6 @@ def _tile_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, 
     cfg = Config(BM=BM, BN=BN)
     costs = [tile_cost(m * BM, S_k, left, right, cfg, D) for m in range(num_m)]
     return torch.tensor(balanced_tiles(costs, heads, programs, group, tail), dtype=torch.int32, device=device)
-
-
-def split_table(device, shape: Shape, cfg: Config, left: int | None, right: int | None, programs: int):
-    """SPLIT: (the int32 table of split_tiles on `device`, its workspace slots); cached as tile_table's."""
-    return _split_table(str(device), triton.cdiv(shape.S_q, cfg.BM), shape.B * shape.H, shape.S_k, shape.D, cfg.BM,
-                        cfg.BN, left, right, programs)
-
-
-@functools.lru_cache(maxsize=16)
-def _split_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, BN: int, left, right, programs: int):
-    import torch
-    cfg = Config(BM=BM, BN=BN)
-    ranges = [tile_blocks(m * BM, S_k, left, right, cfg) for m in range(num_m)]
-    table, slots = split_tiles(ranges, heads, programs, block_cost(cfg, D), longest_first=right is not None)
-    return torch.tensor(table, dtype=torch.int32, device=device), slots
-
-
-def piece_workspace(device, slots: int, cfg: Config, D: int):
-    """SPLIT: float32 room for `slots` pieces' partial outputs and LSEs (store_piece), one per prepared launch
-    (as the tile counter: two launches in flight never share it)."""
-    import torch
-    return torch.empty(max(slots, 1) * (cfg.BM * D + cfg.BM), dtype=torch.float32, device=device)
-
-
-def kernel_arg(args: tuple, name: str):
-    """The argument `name` of attention_fwd_kernel in a launch_args tuple."""
-    return args[attention_fwd_kernel.arg_names.index(name)]
-
-
-def combine_launch(args: tuple, grid: tuple, meta: dict):
-    """SPLIT: (arguments, grid, constexprs) of combine_pieces after the launch_args launch (args, grid, meta):
-    a program per possible split tile (at most one per program of the main grid) and consumer's rows."""
-    names = ("part_ptr", "o_ptr", "lse_ptr", "tile_table", "S_Q", "H", "NUM_M", "ROW_B", "ROW_H", "COL_H", "O_STRIDE")
-    cargs = tuple(kernel_arg(args, n) for n in names)
-    return cargs, (grid[0], meta["CONSUMERS"]), dict(BM=meta["BM"], D=meta["D"], ROWS=CONSUMER_ROWS)
 
 
 def tile_counter(device):
@@ -1581,23 +1356,13 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
             raise ValueError(f"attention.launch_args: 'trace' must be int64 with {need} elements (programs x "
                              f"consumers x {TRACE_TILES} x {TRACE_STAMPS}), got {trace.dtype} with {trace.numel()}")
     group = cfg.HEAD_GROUP or head_group(shape, D, q.element_size())
-    table, part = o, o
-    if cfg.SPLIT:
-        if features.activation != "softmax" or lse is None:
-            raise ConfigRejected(f"attention.Config: SPLIT merges pieces by their LSE: it needs activation "
-                                 f"'softmax' and an LSE tensor, got {features.activation!r}")
-        table, slots = split_table(q.device, shape, cfg, left, right, programs)
-        part = piece_workspace(q.device, slots, cfg, D)
-    elif cfg.BALANCED:
-        table = tile_table(q.device, shape, cfg, left, right, programs, group)
     args = (*descs, o, lse if lse is not None else o, cu_q, cu_k, float(scale), float(features.softcap or 1.0),
             left or 0, right or 0, shape.S_q, shape.S_k, shape.H, shape.H // shape.H_kv, *strides, num_m, num_tiles,
             0,                                                  # OPAQUE_ZERO: a zero no compiler can see
-            part,
             o if trace is None else trace,
             tile_counter(q.device) if cfg.DYNAMIC else o,
             group,
-            table)
+            tile_table(q.device, shape, cfg, left, right, programs, group) if cfg.BALANCED else o)
     if cfg.PERSISTENT:
         grid = (programs,)
     else:
@@ -1611,7 +1376,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
-                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, SPLIT=cfg.SPLIT)
+                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED)
     return args, grid, meta, cfg
 
 
@@ -1656,18 +1421,11 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                                             cu_seqlens_k, longest)
         launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
                                               sim_options=sim_options, **meta)
-        if cfg.SPLIT:
-            cargs, cgrid, cmeta = combine_launch(args, grid, meta)
-            launch = both(launch, combine_pieces.prepare(*cargs, grid=cgrid, num_warps=4, backend=backend,
-                                                         sim_options=sim_options, **cmeta))
-        own = [kernel_arg(args, "tile_counter")] if cfg.DYNAMIC else []
-        own += [kernel_arg(args, "tile_table")] if cfg.BALANCED else []
-        own += [kernel_arg(args, "part_ptr")] if cfg.SPLIT else []
+        own = ([args[-3]] if cfg.DYNAMIC else []) + ([args[-1]] if cfg.BALANCED else [])   # tile counter, table
         return holding(launch, *own) if own else launch
 
     window_key = None if window is None else tuple(window)
-    resolved = resolve_config(shape, features, config)
-    dynamic = (resolved.DYNAMIC or resolved.SPLIT) and q.is_cuda   # one stream per tile counter or workspace
+    dynamic = resolve_config(shape, features, config).DYNAMIC and q.is_cuda    # one stream per tile counter
     stream = torch.cuda.current_stream(q.device).cuda_stream if dynamic else None
     key = (stream, layout, scale, config, features.causal, window_key, softcap, score_mod, mask_mod, activation,
            backend, id(sim_options), longest, *map(tensor_key, (q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k)))
@@ -1676,14 +1434,6 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
 
 
 _LAST_LAUNCH = LaunchCache()
-
-
-def both(first, second):
-    """One launch that runs `first`, then `second` (SPLIT: the attention kernel, then combine_pieces)."""
-    def launch():
-        first()
-        second()
-    return launch
 
 
 def _ragged(S: int, Sk: int, D: int) -> bool:
