@@ -61,7 +61,15 @@ CANDIDATES = {
          "persistent_bn64_pingpong_early": C(BN=64, PERSISTENT=True, PINGPONG=True, P_EARLY=True),
          "persistent_bn64_pipeline_s2_pingpong_rk": C(BN=64, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
                                                       RELEASE_K_EARLY=True),
-         "persistent_bn64_pipeline_s3_rk": C(BN=64, STAGES=3, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True)},
+         "persistent_bn64_pipeline_s3_rk": C(BN=64, STAGES=3, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True),
+         # the 8192-key causal default (three consumers) at shorter lengths, on the balanced table
+         "b192_persistent_pipeline_pingpong_s3_bal": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                      BALANCED=True),
+         "b192_persistent_pipeline_pingpong_s3_bal_pf": C(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
+                                                         PERSISTENT=True, BALANCED=True, PREFETCH=True),
+         "b192_persistent_pipeline_pingpong_s2_rk_bal_pf": C(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True,
+                                                            PERSISTENT=True, RELEASE_K_EARLY=True, BALANCED=True,
+                                                            PREFETCH=True)},
     128: {"bn128": C(), "pipeline": C(STAGES=3, PIPELINE=True), "pipeline_s2": C(STAGES=2, PIPELINE=True),
           "pipeline_pingpong": C(STAGES=3, PIPELINE=True, PINGPONG=True),
           "pingpong": C(PINGPONG=True), "persistent": C(PERSISTENT=True),
@@ -122,6 +130,10 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           # the tiles dealt by the host's balanced table (persistent even where the default is a grid)
           "default_bal": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                       BALANCED=True),
+          # BALANCED with each tile's number read a tile ahead (its first wgmma waited for the table load)
+          "default_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PREFETCH=True),
+          "default_bal_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
+                                                               BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
           **{f"default_bal_tail{int(share * 100)}": (lambda share: lambda D, S, causal: replace(
               attention.default_config(D, S, causal), PERSISTENT=True, BALANCED=True, DYNAMIC=True, TAIL=share))(share)

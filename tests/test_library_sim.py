@@ -235,10 +235,13 @@ def test_attention_dynamic_tiles(D, causal, cfg, monkeypatch):
     (128, False, (100, 30), attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
                                              RELEASE_K_EARLY=True, BALANCED=True))],
     ids=["d64-causal", "d64-b192-causal", "d128-window-obuf"])
-def test_attention_balanced_tiles(D, causal, window, cfg, monkeypatch):
+@pytest.mark.parametrize("prefetch", [False, True], ids=["", "prefetch"])
+def test_attention_balanced_tiles(D, causal, window, cfg, prefetch, monkeypatch):
     """BALANCED: each program runs the tiles of its row of the host's table (the producer and its consumers
-    read the same row). Six heads in groups of four (a partial last group), two schedules, into a
-    poisoned output: every tile computed once."""
+    read the same row; PREFETCH: each number a tile ahead). Six heads in groups of four (a partial last
+    group), two schedules, into a poisoned output: every tile computed once."""
+    from dataclasses import replace
+    cfg = replace(cfg, PREFETCH=prefetch)
     monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 384 * D * 2)     # head_group = 4 of the 6 heads
     q, k, v = (torch.randn(2, 3, 384, D, dtype=torch.float16) for _ in range(3))
     check_attention_sim(q, k, v, cfg, causal=causal, window=window, schedules=2)

@@ -327,8 +327,9 @@ PERSISTENT_CASES = [  # (D, S, causal, a persistent config without a tile order)
     (256, 1024, True, attention.Config(BN=64, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True))]
 
 
-@pytest.mark.parametrize("order", [dict(DYNAMIC=True), dict(BALANCED=True), dict(DYNAMIC=True, BALANCED=True, TAIL=0.3)],
-                         ids=["dynamic", "balanced", "balanced-tail"])
+@pytest.mark.parametrize("order", [dict(DYNAMIC=True), dict(BALANCED=True), dict(DYNAMIC=True, BALANCED=True, TAIL=0.3),
+                                   dict(BALANCED=True, PREFETCH=True)],
+                         ids=["dynamic", "balanced", "balanced-tail", "balanced-prefetch"])
 @pytest.mark.parametrize("D,S,causal,cfg", PERSISTENT_CASES,
                          ids=["d64-causal", "d64-b192-causal", "d128-causal-obuf", "d256-pingpong", "d256-causal"])
 def test_tile_orders_gpu(D, S, causal, cfg, order):

@@ -554,7 +554,7 @@ def program_tiles(NUM_TILES, tile_table, PERSISTENT: tl.constexpr, BALANCED: tl.
 
 @tlx.jit
 def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGEST_FIRST: tl.constexpr,
-            BALANCED: tl.constexpr):
+            BALANCED: tl.constexpr, t_ahead=0, PREFETCH: tl.constexpr = False):
     """(first query row, batch, head) of this program's k-th tile. Non-persistent: the grid's (m block,
     batch * head). Persistent: tiles t = bh * NUM_M + i dealt in rounds of num_programs, odd rounds in
     reverse (snake), so a program's long and short causal tiles pair up; neighbouring programs share a
@@ -562,9 +562,12 @@ def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGES
     A block-by-block order over all heads (each round one tile length) balanced causal D=256 better
     (+25-48% at S >= 8192) but lost the L2 sharing: D=64/128 causal at S <= 8192 ran 5-20% slower
     (attention-run5 against run6/7). BALANCED: tile number k of the program's `row` of the host's table
-    (program_tiles), in the order the host chose."""
+    (program_tiles), in the order the host chose; PREFETCH: that number is t_ahead, read a tile ahead
+    (prefetch_tile)."""
     if PERSISTENT:
-        if BALANCED:
+        if BALANCED and PREFETCH:
+            t = t_ahead
+        elif BALANCED:
             t = tl.load(row + k)
         else:
             n_prog = tl.num_programs(0)
@@ -578,6 +581,17 @@ def tile_of(k, NUM_M, H, row, BM: tl.constexpr, PERSISTENT: tl.constexpr, LONGES
     if LONGEST_FIRST and not BALANCED:                     # (the host's table holds the row blocks as run)
         m_block = NUM_M - 1 - m_block
     return m_block * BM, bh // H, bh % H
+
+
+@tlx.jit
+def prefetch_tile(n, row, k, PREFETCH: tl.constexpr):
+    """PREFETCH (BALANCED): tile number k of the program's row of the host's table (0 past its n tiles), read
+    while the tile before runs: a tile's first wgmma otherwise waits for this load (its blocks depend on it),
+    while its Q usually landed long before."""
+    t = 0
+    if PREFETCH:
+        t = tl.load(row + k, mask=k < n, other=0)
+    return t
 
 
 @tlx.jit
@@ -778,7 +792,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
-                         BALANCED: tl.constexpr):
+                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -792,7 +806,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     DYNAMIC (persistent): the producer takes each next tile from the global tile_counter (zero at launch;
     the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
     with its Q (tile_ids); static persistent programs walk tile_of's rounds instead, or (BALANCED) the tiles
-    the host dealt each program in tile_table (balanced_tiles)."""
+    the host dealt each program in tile_table (balanced_tiles; PREFETCH: each tile's number read a tile
+    ahead)."""
     ROWS: tl.constexpr = BM // CONSUMERS
     if VARLEN:              # (never persistent) the grid covers the longest sequence: this tile may be past its end
         first_row, seq, _ = tile_of(0, NUM_M, H, tile_table, BM, PERSISTENT, BOUND_R, BALANCED)
@@ -861,8 +876,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     k += 1
                 end_tiles(k, q_full, q_empty, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
+                t_next = prefetch_tile(n_tiles, my_tiles, 0, PREFETCH)
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
+                    t_now = t_next
+                    t_next = prefetch_tile(n_tiles, my_tiles, k + 1, PREFETCH)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, t_now, PREFETCH)
                     q_start, q_len, kv_len, q_row, q_col, kv_row, kv_col, lo, hi = tile_rows(
                         m0, b, h, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
@@ -891,8 +909,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
+                t_next = prefetch_tile(n_tiles, my_tiles, 0, PREFETCH)
                 for k in range(n_tiles):
-                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
+                    t_now = t_next
+                    t_next = prefetch_tile(n_tiles, my_tiles, k + 1, PREFETCH)
+                    m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, t_now, PREFETCH)
                     cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
                                         k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
                                         softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
@@ -940,6 +961,7 @@ class Config:
     #                               head group), not tile_of's fixed rounds: the same total work per program;
     #                               with DYNAMIC, the last TAIL of the work is left to the global counter
     TAIL: float = 0.1             # BALANCED and DYNAMIC: the share of the work (the last tiles in deal order)
+    PREFETCH: bool = False        # BALANCED (static): each tile's number read from the table a tile ahead
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -1376,7 +1398,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
-                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED)
+                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED,
+                PREFETCH=cfg.PREFETCH and cfg.BALANCED and not cfg.DYNAMIC)
     return args, grid, meta, cfg
 
 
