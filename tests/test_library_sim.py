@@ -288,6 +288,9 @@ def test_balanced_needs_static_persistent_tiles():
         attention.Config(BALANCED=True)
     with pytest.raises(attention.ConfigRejected, match=r"TAIL .* must be in \(0, 1\), got 1.0"):
         attention.Config(PERSISTENT=True, DYNAMIC=True, BALANCED=True, TAIL=1.0)
+    for kw in (dict(), dict(BALANCED=True, DYNAMIC=True)):
+        with pytest.raises(attention.ConfigRejected, match="PREFETCH .* needs BALANCED=True and DYNAMIC=False"):
+            attention.Config(PERSISTENT=True, PREFETCH=True, **kw)
 
 
 def test_balanced_tail_is_the_last_tiles_in_deal_order():
