@@ -132,6 +132,8 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
                                                       BALANCED=True),
           # BALANCED with each tile's number read a tile ahead (its first wgmma waited for the table load)
           "default_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PREFETCH=True),
+          # no warp-group bar.sync before the consumers' stage releases (barrier_arrive's warpgroup_sync)
+          "default_lean": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True),
           "default_bal_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                                BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
@@ -180,6 +182,8 @@ def main():
     ap.add_argument("--only", default="", help="time only the candidates whose name matches this regex")
     ap.add_argument("--rounds", type=int, default=1, help="rotated timing rounds per shape (median reported)")
     ap.add_argument("--causal", default="both", choices=["both", "yes", "no"], help="which masks to time")
+    ap.add_argument("--check-all", action="store_true", help="check every length against the fp32 reference "
+                    "(default: up to 2048 keys)")
     args = ap.parse_args()
     rows = []
     for D in map(int, args.dims.split(",")):
@@ -191,14 +195,16 @@ def main():
                 B, H = 16384 // S, 2048 // D
                 q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
-                    if S <= 2048 else None
+                    if S <= 2048 or args.check_all else None
                 shaped = {n: c(D, S, causal) if callable(c) else c for n, c in cands.items()}
                 row = {"D": D, "S": S, "causal": causal, **time_row(q, k, v, causal, shaped, ref, args.rounds,
                                                                       len(rows))}
                 row.update({f"{n}_config": repr(shaped[n]) for n in cands if callable(cands[n])})
                 rows.append(row)
                 cells = "  ".join(f"{n} {row.get(n + '_tflops', 0):6.1f}" for n in cands)
-                print(f"D={D:3d} S={S:5d} causal={int(causal)}  cudnn {row['cudnn_tflops']:6.1f}  {cells}",
+                errs = [row[f"{n}_rel_err"] for n in cands if f"{n}_rel_err" in row]
+                worst = f"  max rel err {max(errs):.1e}" if errs else ""
+                print(f"D={D:3d} S={S:5d} causal={int(causal)}  cudnn {row['cudnn_tflops']:6.1f}  {cells}{worst}",
                       flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "date": datetime.date.today().isoformat(), "dtype": "bfloat16",

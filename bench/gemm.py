@@ -8,6 +8,7 @@ import argparse
 import datetime
 import json
 import math
+import re
 import statistics
 import sys
 
@@ -93,8 +94,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results/gemm.json")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="time only the configurations whose name matches this regex")
     args = ap.parse_args()
-    configs = gemm.configs()
+    configs = [c for c in gemm.configs() if re.search(args.only, c.name())]
     rows = []
     for dtype in (torch.bfloat16, torch.float16):
         for shape in SHAPES:

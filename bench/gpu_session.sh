@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
 #   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement
-# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR; SWEEP_ARGS, ATTENTION_ARGS and ATRACE_ARGS pass options
-# to attention_sweep.py, attention.py and attention_trace.py; each part is killed after PART_TIMEOUT seconds
+# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR; SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
+# options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
 OUT=${OUT:-/tmp/tlx-out}
@@ -16,7 +16,8 @@ for part in "$@"; do
                  > "$OUT/gpu_tests.log" 2>&1 ;;
     attention) timeout "${PART_TIMEOUT:-300}" python3 -u bench/attention.py --out "$OUT/attention.json" ${ATTENTION_ARGS:-} \
                  > "$OUT/attention.log" 2>&1 ;;
-    gemm)      timeout "${PART_TIMEOUT:-360}" python3 -u bench/gemm.py --out "$OUT/gemm.json" > "$OUT/gemm.log" 2>&1 ;;
+    gemm)      timeout "${PART_TIMEOUT:-360}" python3 -u bench/gemm.py --out "$OUT/gemm.json" ${GEMM_ARGS:-} \
+                 > "$OUT/gemm.log" 2>&1 ;;
     sweep)     timeout "${PART_TIMEOUT:-300}" python3 -u bench/attention_sweep.py --out "$OUT/attention_sweep.json" ${SWEEP_ARGS:-} \
                  > "$OUT/attention_sweep.log" 2>&1 ;;
     trace)     timeout "${PART_TIMEOUT:-120}" python3 -u bench/gemm_trace.py --out "$OUT/gemm_trace" > "$OUT/gemm_trace.log" 2>&1 ;;

@@ -5,7 +5,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
 from ..errors import TlxCompileError, expected
-from . import layouts
+from . import barrier_elision, layouts
 from .rules import gluon_rule
 from .values import TlxMem
 
@@ -32,13 +32,21 @@ def _barrier_expect_bytes(ctx, bar, nbytes, pred=None):
     ctx.call(mbarrier.expect, bar, nbytes, pred=_pred(ctx, pred))
 
 
+def _mark_no_warpgroup_sync(ctx, warpgroup_sync) -> None:
+    """A PTX comment that barrier_elision finds: the bar.sync Membar puts next may go."""
+    if not getattr(warpgroup_sync, "value", warpgroup_sync):
+        inline_ptx(ctx, barrier_elision.MARKER_ASM)
+
+
 @gluon_rule("barrier_wait")
-def _barrier_wait(ctx, bar, phase, pred=None):
+def _barrier_wait(ctx, bar, phase, pred=None, warpgroup_sync=True):
+    _mark_no_warpgroup_sync(ctx, warpgroup_sync)
     ctx.call(mbarrier.wait, bar, phase, pred=_pred(ctx, pred), deps=())
 
 
 @gluon_rule("barrier_arrive")
-def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None):
+def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=True):
+    _mark_no_warpgroup_sync(ctx, warpgroup_sync)
     ctx.call(mbarrier.arrive, bar, count=arrive_count)
 
 

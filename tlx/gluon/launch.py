@@ -13,7 +13,7 @@ from triton.compiler.errors import CompilationError
 
 from ..errors import TlxLaunchError, raise_user_error
 from ..frontend.descriptors import is_host_descriptor
-from . import layouts
+from . import barrier_elision, layouts
 from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
 from .scope import instantiate, resolve
 from .prepared import PreparedLaunch
@@ -67,6 +67,7 @@ def with_layout_retry(kernel, bound: dict, attempt):
     """`attempt(jit_fn)`, first with 1-D stores left for other anchors, then (if Gluon's layout
     resolution failed) with 1-D stores anchored. The policy that worked is remembered."""
     spec = kernel.constexpr_key(bound)
+    attempt = barrier_elision.with_pass(attempt)
     if ("gluon-policy", spec) in kernel.lowered:
         return attempt(jit_function(kernel, bound, spec=spec))
     captured = []

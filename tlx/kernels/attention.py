@@ -185,7 +185,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                      h, sm_scale, softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                      STAGES: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr,
                      PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -214,7 +214,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
         pass_turn(cid, CONSUMERS, PINGPONG)
         qk = tlx.async_dot_wait(0, qk)
         if RELEASE_K_EARLY:
-            tlx.barrier_arrive(k_empty[s])
+            tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
             x = qk * scale - m_new[:, None]
@@ -231,7 +231,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
         for j in range(a + 1, z):                         # (acc is rescaled right before each P V: touched
             s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)   # first inside the loop, it takes the
             sp, pp = tlx.warp_spec.get_bufidx_phase(j - 1 - lo, STAGES)   # P V accumulator's layout)
-            tlx.barrier_wait(k_full[s], p)
+            tlx.barrier_wait(k_full[s], p, warpgroup_sync=not LEAN_SYNC)
             if LAZY_RESCALE:                              # to block j-1's row max, only when it moved
                 for _ in range(rescale):                  # (a runtime `if` as a loop, as above)
                     acc = acc * alpha[:, None]
@@ -244,7 +244,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
             pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
             if RELEASE_K_EARLY:
-                tlx.barrier_arrive(k_empty[s])
+                tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
             if not SOFTCAP and SCORE_MOD is None:
                 qk_scale = scale
             else:
@@ -264,7 +264,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
             if PIN_WAIT:                                  # the row sums to shared memory: ptxas keeps the
                 tlx.local_store(pin, l_i)                 # wait below, after the exps (else it hoists it)
             acc = tlx.async_dot_wait(0, acc)              # P V of block j-1 done: its stage is free
-            tlx.barrier_arrive(kv_empty[sp])
+            tlx.barrier_arrive(kv_empty[sp], warpgroup_sync=not LEAN_SYNC)
             m_i = m_new
             p16 = p_new.to(dtype)
         s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
@@ -276,7 +276,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
         tlx.barrier_wait(v_full[s], p)
         acc = tlx.async_dot(p16, v_bufs[s], acc)
         acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(kv_empty[s])
+        tlx.barrier_arrive(kv_empty[s], warpgroup_sync=not LEAN_SYNC)
     return m_i, l_i, acc
 
 
@@ -286,7 +286,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                     VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
@@ -312,8 +312,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
     pass_turn(cid, CONSUMERS, PINGPONG)                  # once issued (as FA3): the next QK queues behind it
     qk = tlx.async_dot_wait(0, qk)
-    if RELEASE_K_EARLY:
-        tlx.barrier_arrive(k_empty[s])                   # Q K^T has read K: the producer may refill it
+    if RELEASE_K_EARLY:                                  # Q K^T has read K: the producer may refill it
+        tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
     if ACTIVATION == "softmax" and not MASK and not SOFTCAP and SCORE_MOD is None:
         # plain scores (scale >= 0, checked on the host): the row max of the raw Q K^T scaled once per
         # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
@@ -357,7 +357,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
     tlx.barrier_wait(v_full[s], p)
     acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
     acc = tlx.async_dot_wait(0, acc)
-    tlx.barrier_arrive(kv_empty[s])
+    tlx.barrier_arrive(kv_empty[s], warpgroup_sync=not LEAN_SYNC)
     return m_i, l_i, acc
 
 
@@ -455,14 +455,14 @@ def block_loop(j0, j1, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, 
                STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not."""
     for j in range(j0, j1):
         m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                         m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                         CONSUMERS, BN, STAGES, MASK, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                         MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                        RELEASE_K_EARLY)
+                                        RELEASE_K_EARLY, LEAN_SYNC)
     return m_i, l_i, acc
 
 
@@ -473,7 +473,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                    PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr):
+                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
     skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
@@ -506,23 +506,23 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
         m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_bufs[q_slot + opaque_zero], k_bufs, v_bufs, k_full, v_full,
                                    k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r,
                                    cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
+                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                         RELEASE_K_EARLY)
+                                         RELEASE_K_EARLY, LEAN_SYNC)
     else:
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
                                    False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY)
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         m_i, l_i, acc = block_loop(z, hi_c, ring_lo, q_bufs[q_slot + 2 * opaque_zero], k_bufs, v_bufs, k_full,
                                    v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
                                    win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                    SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                   RELEASE_K_EARLY)
+                                   RELEASE_K_EARLY, LEAN_SYNC)
     if SKIP_BLOCKS and BOUND_R:
         skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
@@ -737,7 +737,8 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                  MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr):
+                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr,
+                 LEAN_SYNC: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -758,14 +759,14 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                                    kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS)
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC)
     stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
     if ACTIVATION == "softmax":
         out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
     else:
         out = acc
-    if PERSISTENT and O_BUFFER:
-        tlx.barrier_arrive(q_empty[q_slot])                      # Q's last wgmma has retired
+    if PERSISTENT and O_BUFFER:                                  # Q's last wgmma has retired (stays
+        tlx.barrier_arrive(q_empty[q_slot])                      # warp-group synced: a tile may have no block)
     staging = o_bufs[cid] if O_BUFFER else q_bufs[q_slot]
     store_output(out.to(dtype), o_desc, o_ptr, staging, q_row + cid * ROWS, q_col, q_len - r0, O_STRIDE,
                  ROWS, D, VARLEN, O_BUFFER)
@@ -792,7 +793,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
-                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr):
+                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -905,7 +906,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
                                         PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                         PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
@@ -920,7 +921,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
                                         PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                         PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE)
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -962,6 +963,8 @@ class Config:
     #                               with DYNAMIC, the last TAIL of the work is left to the global counter
     TAIL: float = 0.1             # BALANCED and DYNAMIC: the share of the work (the last tiles in deal order)
     PREFETCH: bool = False        # BALANCED (static): each tile's number read from the table a tile ahead
+    LEAN_SYNC: bool = False       # no warp-group bar.sync before the consumers' stage releases and in-loop K waits
+    #                               (barrier_arrive's warpgroup_sync=False: only retired wgmmas read K, V and Q)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -970,9 +973,15 @@ class Config:
             raise ConfigRejected("attention.Config: DYNAMIC (tiles from a global counter) needs PERSISTENT=True")
         if self.BALANCED and not self.PERSISTENT:
             raise ConfigRejected("attention.Config: BALANCED (tiles dealt by a host table) needs PERSISTENT=True")
+        if self.PREFETCH and (not self.BALANCED or self.DYNAMIC):
+            raise ConfigRejected("attention.Config: PREFETCH (the table's next tile number read a tile ahead) needs "
+                                 "BALANCED=True and DYNAMIC=False (DYNAMIC's consumers get their tiles with Q)")
         if self.BALANCED and self.DYNAMIC and not 0.0 < self.TAIL < 1.0:
             raise ConfigRejected(f"attention.Config: TAIL (the share of a BALANCED table's work left to DYNAMIC's "
                                  f"counter) must be in (0, 1), got {self.TAIL}")
+        if self.LEAN_SYNC and (self.PIN_WAIT or self.LAZY_RESCALE):
+            raise ConfigRejected("attention.Config: LEAN_SYNC cannot combine with PIN_WAIT or LAZY_RESCALE (their "
+                                 "shared-memory accesses need the warp group in line before each release)")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
@@ -1398,8 +1407,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 PIN_WAIT=cfg.PIN_WAIT and pipeline, P_EARLY=cfg.P_EARLY,
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
-                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED,
-                PREFETCH=cfg.PREFETCH and cfg.BALANCED and not cfg.DYNAMIC)
+                TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, PREFETCH=cfg.PREFETCH,
+                LEAN_SYNC=cfg.LEAN_SYNC)
     return args, grid, meta, cfg
 
 

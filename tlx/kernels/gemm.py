@@ -195,13 +195,15 @@ def load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_
 
 @tlx.jit
 def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k_fresh, cnt, cid,
-                STAGES: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, NO_ZERO_FILL: tl.constexpr):
+                STAGES: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
+                LEAN_SYNC: tl.constexpr):
     """Consumer `cid`: acc (+)= its half of A times B over K steps [kb, ke), ring use `cnt` on, one wgmma
     kept in flight; every stage released once its wgmma retired. NO_ZERO_FILL: step k_fresh ignores
-    acc (kb, or none when acc holds partial sums to continue)."""
+    acc (kb, or none when acc holds partial sums to continue). LEAN_SYNC: no warp-group bar.sync
+    before the waits and releases (only retired wgmmas read the ring: barrier_arrive's warpgroup_sync)."""
     for k in range(kb, ke):
         s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
-        tlx.barrier_wait(full_a[s + STAGES * cid], p)
+        tlx.barrier_wait(full_a[s + STAGES * cid], p, warpgroup_sync=not LEAN_SYNC)
         tlx.barrier_wait(full_b[s], p)
         a_op = tlx.local_trans(a_bufs[s + STAGES * cid]) if A_T else a_bufs[s + STAGES * cid]
         b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
@@ -209,13 +211,13 @@ def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k
         acc = tlx.async_dot_wait(1, acc)
         if k > kb:                                                   # wgmma cnt-1 retired
             prev = (cnt - 1) % STAGES
-            tlx.barrier_arrive(empty_a[prev + STAGES * cid])
-            tlx.barrier_arrive(empty_b[prev])
+            tlx.barrier_arrive(empty_a[prev + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
+            tlx.barrier_arrive(empty_b[prev], warpgroup_sync=not LEAN_SYNC)
         cnt += 1
     acc = tlx.async_dot_wait(0, acc)
     last = (cnt - 1) % STAGES
-    tlx.barrier_arrive(empty_a[last + STAGES * cid])
-    tlx.barrier_arrive(empty_b[last])
+    tlx.barrier_arrive(empty_a[last + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
+    tlx.barrier_arrive(empty_b[last], warpgroup_sync=not LEAN_SYNC)
     return acc, cnt
 
 
@@ -305,7 +307,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
                              GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                              HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
-                             STREAM_K: tl.constexpr, TRACE: tl.constexpr):
+                             STREAM_K: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
     program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
     A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
@@ -368,7 +370,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                 if not NO_ZERO_FILL:
                     acc = tl.zeros((HALF, BN), dtype=tl.float32)
                 acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, 0, k_tiles, 0, cnt,
-                                       cid, STAGES, A_T, B_T, NO_ZERO_FILL)
+                                       cid, STAGES, A_T, B_T, NO_ZERO_FILL, LEAN_SYNC)
                 store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION)
             stamp(trace_ptr, cid, 1, TRACE)
             if STREAM_K:
@@ -380,7 +382,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                     acc = take_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, kb > 0, HALF, BN)
                     stamp(trace_ptr, cid, 3 + 3 * i, TRACE)
                     acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke,
-                                           -1 if kb > 0 else kb, cnt, cid, STAGES, A_T, B_T, NO_ZERO_FILL)
+                                           -1 if kb > 0 else kb, cnt, cid, STAGES, A_T, B_T, NO_ZERO_FILL, LEAN_SYNC)
                     stamp(trace_ptr, cid, 4 + 3 * i, TRACE)
                     if ke < k_tiles:                                     # the next program finishes it
                         share_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, cid, HALF, BN)
@@ -396,7 +398,7 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
                            BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
                            NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                            HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, PIN_PROLOGUE: tl.constexpr,
-                           NO_ZERO_FILL: tl.constexpr):
+                           NO_ZERO_FILL: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """Persistent ping-pong GEMM: each consumer warp group owns whole BMxBN tiles, alternately (local
     tile i goes to consumer i % 2): one runs its main loop while the other runs its epilogue (bias,
     activation, TMA store). Wins over the cooperative kernel when K is short.
@@ -455,17 +457,17 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, bias_ptr, M, N, K, BM: tl.con
                 tlx.named_barrier_wait(8 + cid, 256)                     # my turn on the ring
                 for k in range(k_tiles):
                     s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
-                    tlx.barrier_wait(full[s], p)
+                    tlx.barrier_wait(full[s], p, warpgroup_sync=not LEAN_SYNC)
                     a_op = tlx.local_trans(a_bufs[s]) if A_T else a_bufs[s]
                     b_op = tlx.local_trans(b_bufs[s]) if B_T else b_bufs[s]
                     acc = tlx.async_dot(a_op, b_op, acc, use_acc=k > 0 if NO_ZERO_FILL else None)
                     acc = tlx.async_dot_wait(1, acc)
                     if k > 0:
-                        tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
+                        tlx.barrier_arrive(empty[(cnt - 1) % STAGES], warpgroup_sync=not LEAN_SYNC)
                     cnt += 1
                 tlx.named_barrier_arrive(9 - cid, 256)                   # the other's turn
                 acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(empty[(cnt - 1) % STAGES])
+                tlx.barrier_arrive(empty[(cnt - 1) % STAGES], warpgroup_sync=not LEAN_SYNC)
                 acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
                 tlx.async_descriptor_store_wait(0)
                 tlx.local_store(c_bufs[cid], acc.to(c_dtype))
@@ -491,6 +493,8 @@ class Config:
     NO_ZERO_FILL: bool = False   # persistent kernels: no per-tile accumulator zeroing (gemm-run6: 0-3%)
     STREAM_K: bool = False       # "persistent": the last wave's K steps spread over every SM (stream_k_tiles;
     #                              gemm-run8: 2-27% slower than without, so no default uses it)
+    LEAN_SYNC: bool = False      # persistent kernels: no warp-group bar.sync around the consumers' ring waits
+    #                              and releases (barrier_arrive's warpgroup_sync=False; only wgmmas read the ring)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -505,6 +509,8 @@ class Config:
             raise ConfigRejected(f"gemm.Config: 'PIN_PROLOGUE' is the pingpong kernel's, got {self.kernel!r}")
         if self.NO_ZERO_FILL and self.kernel not in PERSISTENT:
             raise ConfigRejected(f"gemm.Config: 'NO_ZERO_FILL' needs a persistent kernel, got {self.kernel!r}")
+        if self.LEAN_SYNC and self.kernel not in PERSISTENT:
+            raise ConfigRejected(f"gemm.Config: 'LEAN_SYNC' needs a persistent kernel, got {self.kernel!r}")
         if self.STREAM_K and (self.kernel != "persistent" or not self.NO_ZERO_FILL):
             raise ConfigRejected(f"gemm.Config: 'STREAM_K' needs the persistent kernel with NO_ZERO_FILL (the "
                                  f"accumulator carried from tile to tile), got {self.kernel!r}, "
@@ -514,7 +520,7 @@ class Config:
         split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
         group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
         flags = ("-pin" if self.PIN_PROLOGUE else "") + ("-noacc0" if self.NO_ZERO_FILL else "") + \
-            ("-streamk" if self.STREAM_K else "")
+            ("-streamk" if self.STREAM_K else "") + ("-lean" if self.LEAN_SYNC else "")
         return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}{flags}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
@@ -555,7 +561,10 @@ def configs() -> list[Config]:
             # SASS-study fixes beside their plain configs above (docs/sass_studies.md, GEMM; gemm-run6)
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True),
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
-            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
+            # no warp-group bar.sync around the consumers' ring waits and releases (barrier_elision)
+            Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True, LEAN_SYNC=True),
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True)]
 # Not a candidate: STREAM_K on the g16 NO_ZERO_FILL config ran 2-7% below it where it applies (4096^3 -7%,
 # 16384x2048x4096 -2%) and 27% below at 4096x4096x512 (gemm-run8); it stays an option.
 
@@ -625,7 +634,7 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     if cfg.kernel in PERSISTENT:
         sms = programs or num_sms(a.device)
         meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation,
-                    NO_ZERO_FILL=cfg.NO_ZERO_FILL)
+                    NO_ZERO_FILL=cfg.NO_ZERO_FILL, LEAN_SYNC=cfg.LEAN_SYNC)
         bias_arg = bias if bias is not None else c
         grid = (min(tiles, sms),)
         if cfg.kernel == "pingpong":

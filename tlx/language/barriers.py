@@ -20,19 +20,33 @@ def barrier_expect_bytes(v, bar, nbytes, pred=None):
 
 
 @tlx_op
-def barrier_wait(v, bar, phase, pred=None):
-    """Block until the phase of `bar` with parity `phase` completes (a fresh barrier has parity 1 done)."""
+def barrier_wait(v, bar, phase, pred=None, warpgroup_sync=True):
+    """Block until the phase of `bar` with parity `phase` completes (a fresh barrier has parity 1 done).
+    `warpgroup_sync=False`: see `barrier_arrive`."""
     check_barrier(v, "barrier_wait", "bar", bar)
     check_kind(v, "barrier_wait", "phase", phase, ("scalar",))
+    check_warpgroup_sync("barrier_wait", warpgroup_sync)
 
 
 @tlx_op
-def barrier_arrive(v, bar, arrive_count=1, remote_cta_rank=None):
-    """Arrive on `bar` (`arrive_count` times); one thread per warp group arrives."""
+def barrier_arrive(v, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=True):
+    """Arrive on `bar` (`arrive_count` times); one thread per warp group arrives.
+    `warpgroup_sync=False` (tlx's own): no warp-group barrier before the op. Right when the buffers it
+    releases were read only by wgmmas that `async_dot_wait` retired (all four warps issue a wgmma, so
+    one warp seeing it retired means every warp is past it), as CUTLASS's consumer release. The
+    compiler checks the PTX and refuses a mark where an ordinary shared-memory access or an mbarrier
+    wait comes after the last barrier or retired wgmma (tlx/gluon/barrier_elision.py)."""
     check_barrier(v, "barrier_arrive", "bar", bar)
     check_int("barrier_arrive", "arrive_count", arrive_count, lo=1)
     check(remote_cta_rank is None, lambda: expected(
         "barrier_arrive", "remote_cta_rank", "None (cluster ops are not supported on this backend)", remote_cta_rank))
+    check_warpgroup_sync("barrier_arrive", warpgroup_sync)
+
+
+def check_warpgroup_sync(op: str, value) -> None:
+    value = getattr(value, "value", value)           # a constexpr from the kernel
+    check(isinstance(value, bool), lambda: expected(op, "warpgroup_sync", "True or False (a compile-time bool)",
+                                                    value))
 
 
 @tlx_op

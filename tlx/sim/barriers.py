@@ -65,7 +65,7 @@ def _barrier_expect_bytes(ctx: OpContext, bar, nbytes, pred):
 
 
 @sim_rule("barrier_arrive", yields=True)
-def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank):
+def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank, warpgroup_sync):  # see _barrier_wait
     from .mma import check_release
     check_release(ctx, bar)
     arrive(ctx, bar, arrive_count)
@@ -84,7 +84,9 @@ def _starved_expect(bar: BarrierRef, site: Site):
 
 
 @sim_rule("barrier_wait", yields=True)
-def _barrier_wait(ctx: OpContext, bar, phase, pred):
+def _barrier_wait(ctx: OpContext, bar, phase, pred, warpgroup_sync):
+    # warpgroup_sync changes nothing here: the simulator runs a warp group as one unit. Its
+    # precondition (released buffers read only by retired wgmmas) is check_release's in barrier_arrive.
     if not pred_true(pred):
         return
     parity, st, site = to_int(phase) & 1, bar.state, ctx.site

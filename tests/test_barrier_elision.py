@@ -1,0 +1,114 @@
+"""The PTX pass that drops Membar's warp-group bar.sync before mbarrier operations marked
+`warpgroup_sync=False` (tlx/gluon/barrier_elision.py): what it removes, what it refuses, and what it
+does to the library kernels."""
+from dataclasses import replace
+
+import pytest
+import torch
+
+import tlx
+from tlx.errors import TlxCompileError
+from tlx.gluon import barrier_elision
+from tlx.kernels import attention, gemm
+
+MARK = ["\t// begin inline asm", f"\t// {barrier_elision.MARKER}", "\tmov.u32 \t%r90, 0;", "\t// end inline asm"]
+ARRIVE = ["\t// begin inline asm", "\t@%p11 mbarrier.arrive.shared::cta.b64 _, [%r125];", "\t// end inline asm"]
+WAIT = ["\t// begin inline asm", "\t{", "\t.reg .pred complete;", "\twaitLoop:",
+        "\tmbarrier.try_wait.parity.shared.b64 complete, [%r114], %r115;", "\t@!complete bra.uni waitLoop;", "\t}",
+        "\t// end inline asm"]
+
+
+def kernel(*body: str) -> str:
+    """A PTX function around `body`: a partition start (barrier.sync 1), then the body as a loop."""
+    return "\n".join([".visible .entry k(", ")", "{", "\tbarrier.sync \t1;", "$L__BB0_1:", *body,
+                      "\t@%p1 bra \t$L__BB0_1;", "\tret;", "}", ""])
+
+
+def ring_step(before_release: list[str]) -> list[str]:
+    """One consumer step: a marked wait, a wgmma, its retirement, whatever comes next, a marked release."""
+    return [*MARK, "\tbar.sync \t3, 128;", *WAIT, "\twgmma.fence.sync.aligned;", "\twgmma.commit_group.sync.aligned;",
+            "\twgmma.wait_group.sync.aligned 1;", *before_release, ".loc\t4 212 31", *MARK, "\tadd.s32 \t%r1, %r2, 8;",
+            "\tbar.sync \t3, 128;", *ARRIVE]
+
+
+def test_barriers_after_a_retired_wgmma_go():
+    ptx = kernel(*ring_step([]))
+    out, removed = barrier_elision.elide(ptx)
+    assert removed == 2 and "bar.sync" not in out and out.count("mbarrier.arrive") == 1
+    assert "barrier.sync \t1;" in out                    # the partition's own barrier stays
+
+
+def test_unmarked_barriers_and_unmarked_modules_stay():
+    ptx = kernel(*ring_step([])).replace(barrier_elision.MARKER, "a comment")
+    assert barrier_elision.elide(ptx) == (ptx, 0)
+
+
+@pytest.mark.parametrize("access", ["\tst.shared.b32 \t[%r7], %r8;", "\tld.shared.v2.b32 \t{%r7, %r8}, [%r9];",
+                                    "\tstmatrix.sync.aligned.m8n8.x4.shared.b16 [%r73], {%r1, %r2, %r3, %r4};",
+                                    "\tcp.async.bulk.wait_group.read 0;"])
+def test_a_shared_memory_access_before_the_release_is_refused(access):
+    """Another warp may still be at that access when thread 0 releases the buffer: the mark is wrong."""
+    with pytest.raises(TlxCompileError, match=r"warpgroup_sync=False\) at line 212: .*shared-memory access"):
+        barrier_elision.elide(kernel(*ring_step([access])))
+
+
+def test_a_wait_with_no_retired_wgmma_after_it_is_refused():
+    """A warp could still be before that wait when the release lets its barrier move on twice."""
+    with pytest.raises(TlxCompileError, match="mbarrier wait with no retired wgmma"):
+        barrier_elision.elide(kernel(*ring_step(WAIT)))
+
+
+def test_global_accesses_and_tma_issues_are_no_hazard():
+    body = ring_step(["\tst.global.v4.b32 \t[%rd1], {%r1, %r2, %r3, %r4};",
+                      "\t@%p16 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd1, {%r9, %r8}], [%r7];",
+                      "\tcp.async.bulk.commit_group;"])
+    assert barrier_elision.elide(kernel(*body))[1] == 2
+
+
+def test_the_loop_back_edge_is_walked():
+    """The wait at the loop top looks back over the previous step's release to its retired wgmma; on the
+    way in, to the partition's barrier. A shared store on the back edge blocks it."""
+    body = ring_step([])
+    assert barrier_elision.elide(kernel(*body))[1] == 2
+    tail = "\tst.shared.b32 \t[%r7], %r8;"
+    with pytest.raises(TlxCompileError):
+        barrier_elision.elide(kernel(*body, tail))
+
+
+def _gemm_report(cfg):
+    a, b = torch.randn(512, 256, dtype=torch.float16), torch.randn(256, 512, dtype=torch.float16)
+    c = torch.empty(512, 512, dtype=torch.float16)
+    args, _, meta = gemm.launch_args(a, b, c, cfg)
+    return tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta)
+
+
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
+                                 gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True)])
+def test_lean_gemm_consumers_keep_no_barrier_in_their_k_loop(cfg):
+    plain, lean = _gemm_report(cfg), _gemm_report(replace(cfg, LEAN_SYNC=True))
+    assert lean.stats["named_barrier"] <= plain.stats["named_barrier"] - 4, (plain.stats, lean.stats)
+    assert lean.stats["spills"] == 0 and not lean.stats["wgmma_serialized"] and not lean.stats["wgmma_desc_unset"]
+    ptx = lean.asm["ptx"]
+    loop = ptx[ptx.index("wgmma.wait_group.sync.aligned 1"):]
+    assert "bar.sync" not in loop[:loop.index("mbarrier.arrive") + 400].split("wgmma.wait_group.sync.aligned 1")[0]
+
+
+@pytest.mark.parametrize("D,S,causal", [(128, 4096, False), (64, 1024, True), (256, 4096, False)])
+def test_lean_attention_defaults_compile_with_fewer_barriers(D, S, causal):
+    def report(cfg):
+        q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.bfloat16) for _ in range(3))
+        o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
+        args, _, meta, _ = attention.launch_args(q, k, v, o, lse, D ** -0.5, "bhsd", cfg,
+                                                 attention.Features(causal=causal))
+        return tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4, **meta).stats
+    cfg = attention.default_config(D, S, causal)
+    plain, lean = report(cfg), report(replace(cfg, LEAN_SYNC=True))
+    assert lean["named_barrier"] < plain["named_barrier"] and lean["spills"] == 0, (plain, lean)
+    assert not lean["wgmma_serialized"] and not lean["wgmma_desc_unset"]
+
+
+def test_lean_sync_configs_are_checked():
+    with pytest.raises(attention.ConfigRejected, match="LEAN_SYNC cannot combine with PIN_WAIT or LAZY_RESCALE"):
+        attention.Config(PIPELINE=True, PIN_WAIT=True, LEAN_SYNC=True)
+    with pytest.raises(gemm.ConfigRejected, match="'LEAN_SYNC' needs a persistent kernel"):
+        gemm.Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True)
