@@ -151,21 +151,38 @@ def test_pipelined_consumers_gpu(D, bn, stages, causal, pingpong):
     assert not torch.isnan(o).any() and rel_err(o, ref) <= 1e-2
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["", "lean"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D,S", [(64, 2048), (64, 1152), (64, 8192), (128, 1024), (128, 2048), (128, 8192), (256, 1024),
                                  (256, 8192)])
-def test_default_config_matches_reference(D, S, causal):
+def test_default_config_matches_reference(D, S, causal, lean):
     """The configuration attention() picks by itself (persistent and grid, two and three consumers,
     RELEASE_K_EARLY; D=64's 256-key tiles run in the P_EARLY, LAZY_RESCALE and POLY_EXP2 tests), writing
-    into a poisoned output."""
+    into a poisoned output; `lean`: the same with LEAN_SYNC, launched three times."""
     B, H = 2, 4
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    attention.attention(q, k, v, causal=causal, out=out)
-    torch.cuda.synchronize()
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    assert not torch.isnan(out).any()
-    assert rel_err(out, ref) <= 1e-2
+    cfg = replace(attention.default_config(D, S, causal), LEAN_SYNC=True) if lean else None
+    for _ in range(3 if lean else 1):
+        out = torch.full_like(q, float("nan"))
+        attention.attention(q, k, v, causal=causal, out=out, config=cfg)
+        torch.cuda.synchronize()
+        assert not torch.isnan(out).any()
+        assert rel_err(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("D,kw", [(128, dict(causal=True, window=(300, 0))), (64, dict(window=(256, 256))),
+                                  (128, dict(softcap=30.0, causal=True)), (64, dict(activation="gelu", scale=0.02)),
+                                  (256, dict(causal=True))])
+def test_lean_sync_features_gpu(D, kw):
+    """LEAN_SYNC on feature kernels (masked edge blocks, softcap, activations) with GQA, three launches."""
+    B, H, S = 2, 8, 1536
+    q, k, v = rand(B, H, S, D), rand(B, 2, S, D), rand(B, 2, S, D)
+    ref, ref_lse = reference(q, k, v, dtype=torch.float32, **kw)
+    cfg = replace(attention.default_config(D, S, kw.get("causal", False), plain=False), LEAN_SYNC=True)
+    for _ in range(3):
+        out, lse = run_gpu(q, k, v, cfg, **kw)
+        check_gpu(out, lse, ref, ref_lse)
 
 
 @pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])

@@ -8,7 +8,9 @@ SHAPES = [(4096, 4096, 4096), (1000, 1000, 1000), (4096, 4000, 1000), (300, 264,
 DTYPES = [torch.float16, torch.bfloat16]
 CONFIGS = [gemm.Config("persistent"), gemm.Config("pingpong", 128, 128, 64, 4), gemm.Config("persistent", 128, 128, 64, 4), gemm.Config("ws"), gemm.Config("ws", 128, 128, 64, 4), gemm.Config("pipelined", 128, 256, 64, 3, 8, 8),
            gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
-           gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)]
+           gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
+           gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True, LEAN_SYNC=True),
+           gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True)]
 
 
 def rel_err(out, ref):
@@ -60,6 +62,23 @@ def test_persistent_transposes_and_epilogues(shape, dtype, at, bt, act, out_dtyp
     torch.cuda.synchronize()
     assert not torch.isnan(out).any(), "some outputs were never written"
     assert rel_err(out, ref) <= 1e-2
+
+
+@pytest.mark.parametrize("at,bt,act,out_dtype", EPILOGUES)
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
+                                 gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True,
+                                             LEAN_SYNC=True)], ids=lambda c: c.name())
+def test_lean_sync_transposes_and_epilogues(cfg, at, bt, act, out_dtype):
+    """LEAN_SYNC (no warp-group bar.sync around the ring waits and releases): three launches, each into a
+    poisoned output, so a release that comes before a warp is done shows as a wrong or unwritten tile."""
+    shape = (2000, 1000, 3000)
+    a, b, bias, ref = epilogue_problem(shape, torch.bfloat16, at, bt, act)
+    for _ in range(3):
+        out = torch.full(shape[:2], float("nan"), device="cuda", dtype=out_dtype or torch.bfloat16)
+        gemm.matmul(a, b, cfg, out=out, bias=bias, activation=act, out_dtype=out_dtype)
+        torch.cuda.synchronize()
+        assert not torch.isnan(out).any(), "some outputs were never written"
+        assert rel_err(out, ref) <= 1e-2
 
 
 def test_repeated_calls_reuse_the_prepared_launch_correctly():
