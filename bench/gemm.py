@@ -95,10 +95,11 @@ def main():
     ap.add_argument("--out", default="bench/results/gemm.json")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="time only the configurations whose name matches this regex")
+    ap.add_argument("--dtypes", default="bfloat16,float16", help="input dtypes, comma-separated")
     args = ap.parse_args()
     configs = [c for c in gemm.configs() if re.search(args.only, c.name())]
     rows = []
-    for dtype in (torch.bfloat16, torch.float16):
+    for dtype in (getattr(torch, name) for name in args.dtypes.split(",")):
         for shape in SHAPES:
             row = bench_shape(shape, dtype, configs, args.rounds)
             rows.append(row)
