@@ -134,6 +134,8 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           "default_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PREFETCH=True),
           # no warp-group bar.sync before the consumers' stage releases (barrier_arrive's warpgroup_sync)
           "default_lean": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True),
+          "default_lean_pingpong": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True,
+                                                                PINGPONG=True),
           "default_bal_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                                BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
