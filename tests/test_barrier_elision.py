@@ -54,8 +54,30 @@ def test_a_shared_memory_access_before_the_release_is_refused(access):
 
 def test_a_wait_with_no_retired_wgmma_after_it_is_refused():
     """A warp could still be before that wait when the release lets its barrier move on twice."""
-    with pytest.raises(TlxCompileError, match="mbarrier wait with no retired wgmma"):
+    with pytest.raises(TlxCompileError, match="mbarrier wait with no wgmma issued and retired after it"):
         barrier_elision.elide(kernel(*ring_step(WAIT)))
+
+
+def test_a_wgmma_wait_that_retires_nothing_new_is_no_proof():
+    """wait; wgmma.wait_group; release: no wgmma was issued after the wait, so nothing shows the other
+    warps passed it (a pure relay must keep its barrier)."""
+    body = [*MARK, "\tbar.sync \t3, 128;", *WAIT, "\twgmma.wait_group.sync.aligned 0;", *MARK,
+            "\tbar.sync \t3, 128;", *ARRIVE]
+    with pytest.raises(TlxCompileError, match="wgmma.wait_group with no wgmma issued since the mbarrier wait"):
+        barrier_elision.elide(kernel(*body))
+
+
+@pytest.mark.parametrize("pending,refused", [(0, False), (1, True)])
+def test_a_shared_access_needs_a_later_wgmma_retired(pending, refused):
+    """ld.shared; wgmma; wait_group N; release: with N=0 that wgmma retired, so every warp is past the
+    load; with N=1 it may still be in flight and a warp may still be loading."""
+    body = [*MARK, "	bar.sync 	3, 128;", *WAIT, "	ld.shared.b32 	%r7, [%r9];", "	wgmma.commit_group.sync.aligned;",
+            f"	wgmma.wait_group.sync.aligned {pending};", ".loc	4 212 31", *MARK, "	bar.sync 	3, 128;", *ARRIVE]
+    if refused:
+        with pytest.raises(TlxCompileError, match="shared-memory access with no wgmma issued after it and retired"):
+            barrier_elision.elide(kernel(*body))
+    else:
+        assert barrier_elision.elide(kernel(*body))[1] == 2
 
 
 def test_global_accesses_and_tma_issues_are_no_hazard():

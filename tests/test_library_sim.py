@@ -87,8 +87,9 @@ def test_attention(D, causal, layout, hkv, pingpong):
     assert rel_err(lse, torch.logsumexp(scores, -1)) <= 1e-4
 
 
+@pytest.mark.parametrize("lean", [False, True], ids=["", "lean"])
 @pytest.mark.parametrize("kernel", ["persistent", "pingpong"])
-def test_persistent_gemms_walk_several_tiles_per_program(kernel):
+def test_persistent_gemms_walk_several_tiles_per_program(kernel, lean):
     """Few programs, so each walks several tiles: the ring's phases wrap and (ping-pong) the consumers
     alternate. An earlier ping-pong without main-loop ordering failed here (a consumer's wait passed on
     the other consumer's older phase) and crashed on the GPU."""
@@ -96,7 +97,7 @@ def test_persistent_gemms_walk_several_tiles_per_program(kernel):
     a = torch.randn(384, 128, dtype=torch.float16)
     b = torch.randn(128, 640, dtype=torch.float16)
     c = torch.full((384, 640), float("nan"), dtype=torch.float16)
-    cfg = gemm.Config(kernel, 128, 128, 64, 2)
+    cfg = gemm.Config(kernel, 128, 128, 64, 2, LEAN_SYNC=lean)   # lean: the warpgroup_sync marks hold (rule 8)
     args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=2)
     gemm.KERNELS[kernel][grid](*args, backend="sim", sim_options=SimOptions(schedules=4), **meta)
     assert rel_err(c, a.double() @ b.double()) <= 1e-2
@@ -315,7 +316,7 @@ def test_default_configs_on_the_simulator(D, S_for, causal):
     from dataclasses import replace
     cfg = attention.default_config(D, S_for, causal)
     cfg = replace(cfg, PROGRAMS=2) if cfg.PERSISTENT else cfg
-    q, k, v = (torch.randn(1, 2, 384, D, dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
     check_attention_sim(q, k, v, cfg, causal=causal)
 
 
@@ -484,3 +485,17 @@ def test_gemm_trace_stamps_every_phase():
     names = {e["name"] for e in phases(trace)}
     assert {"data-parallel tiles", "segment 0: K steps", "segment 1: wait for partial"} <= names
     assert summary(trace)["span_us"] > 0
+
+
+@pytest.mark.parametrize("D,causal", [(128, False), (64, True), (128, True), (64, False)])
+def test_attention_lean_sync_defaults(D, causal):
+    """LEAN_SYNC on the default configurations: the warpgroup_sync=False marks hold on the simulator (rule 8)
+    as on the PTX (tlx/gluon/barrier_elision.py), across several schedules."""
+    from dataclasses import replace
+    from tlx.sim import SimOptions
+    cfg = replace(attention.default_config(D, 4096, causal), LEAN_SYNC=True)
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", sim_options=SimOptions(schedules=2))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    assert rel_err(out, ref) <= 1e-2

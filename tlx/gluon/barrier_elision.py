@@ -9,11 +9,16 @@ up three times per wgmma step. CUTLASS releases a stage from one thread right af
 so when one warp sees a wgmma group retired, every warp has issued it, passed the waits before it,
 and the hardware has finished reading its shared memory. What that argument does not cover is an
 ordinary (generic-proxy) shared-memory access by some warp, or an mbarrier wait that no retired wgmma
-follows (a warp could still be before it). So a marked barrier is dropped only if, walking back over
-the control-flow graph from it, every path reaches a `wgmma.wait_group` or a kept barrier before it
-reaches any of those (`_walk_back`), with the other marked barriers gone too. A marked operation whose
-barrier cannot go is a compile error naming its source line: the mark promised something the code
-does not keep.
+follows (a warp could still be before it). So a marked barrier is dropped only if, walking back over the control-flow graph from it (`_walk_back`, with the other marked barriers gone
+too), every path reaches a kept barrier or a `wgmma.commit_group` whose group a later
+`wgmma.wait_group` retired, and meets no shared-memory access before that. An mbarrier wait on the way
+is allowed once a wgmma was issued after it: a late warp may still be before that wait, which is
+harmless unless its barrier completes another phase first, and a stage ring releases a stage only after
+a wgmma issued after its wait retired (CUTLASS's mainloop relies on the same). The PTX cannot see which
+barrier guards what, so the simulator checks that part (its rule 8 reports a barrier that completes its
+next phase while a marked op let a warp lag before its wait; rule 6, a release before the dots reading
+the stage retired). A marked operation whose barrier cannot go is a compile error naming its source
+line: the mark promised something the code does not keep.
 
 The pass runs on the PTX (`ptx_stage`, installed for tlx's compiles by `installed()`), only on modules
 that carry the marker; everything else compiles as before.
@@ -36,7 +41,7 @@ _UNCONDITIONAL = re.compile(r"^\s*bra(\.uni)?\s|^\s*(ret|exit)\b")
 _BARRIER = re.compile(r"^\s*(@!?%\w+\s+)?(bar|barrier)\.(sync|red)\b")
 _LOC = re.compile(r"^\s*\.loc\s+\d+\s+(\d+)\s+(\d+)\s*(//\s*(.*))?$")
 
-NEUTRAL, BARRIER, WGMMA_WAIT, MBAR_WAIT, MBAR_ARRIVE, MARK, UNSAFE = range(7)
+NEUTRAL, BARRIER, WGMMA_WAIT, WGMMA_COMMIT, MBAR_WAIT, MBAR_ARRIVE, MARK, UNSAFE = range(8)
 
 
 def _classify(text: str) -> int:
@@ -54,6 +59,8 @@ def _classify(text: str) -> int:
         return MBAR_ARRIVE
     if re.search(r"\bwgmma\.wait_group", body):
         return WGMMA_WAIT
+    if re.search(r"\bwgmma\.commit_group", body):
+        return WGMMA_COMMIT
     if re.search(r"\bcp\.async\.bulk\.wait_group", body):
         return UNSAFE              # one thread learns a TMA copy is done: the others need a barrier
     if re.search(r"\b(cp|cp\.reduce)\.async\.bulk\b", body):
@@ -130,29 +137,46 @@ def _blocks(lines: list[str]) -> list[_Block]:
     return blocks
 
 
+_WAIT_GROUP = re.compile(r"\bwgmma\.wait_group(?:\.\w+)*\s+(\d+)")
+
+
 def _walk_back(blocks: list[_Block], start: tuple[int, int], removable: set[int]) -> str | None:
-    """None if every path back from unit `start` (block, index; the unit itself excluded) meets a
-    `wgmma.wait_group` or a barrier that stays before anything that needs the warp group in line;
-    otherwise what it met."""
-    seen: set[tuple[int, int]] = set()
-    stack = [start]
+    """None if every path back from unit `start` (block, index; the unit itself excluded) is proven to
+    need no warp-group barrier; otherwise what it met. A path is proven at a kept barrier, or at a
+    `wgmma.commit_group` that a later `wgmma.wait_group N` retired (N more commits lie between them):
+    every warp issued that wgmma, so every warp is past everything before it. Before that point the
+    path may cross mbarrier waits only once some wgmma was issued after them (the stage ring's argument,
+    in the module docstring) and no shared-memory access at all."""
+    seen: set[tuple[int, int, bool, int | None]] = set()
+    stack: list[tuple[int, int, bool, int | None]] = [(*start, False, None)]
     while stack:
-        b, i = stack.pop()
-        if (b, i) in seen:
+        b, i, issued_after, need = stack.pop()   # need: commits back to the one a seen wait_group retired
+        if (b, i, issued_after, need) in seen:
             continue
-        seen.add((b, i))
+        seen.add((b, i, issued_after, need))
         block = blocks[b]
         for u in reversed(block.units[:i]):
-            if u.kind == BARRIER and u.line not in removable or u.kind == WGMMA_WAIT:
+            if u.kind == BARRIER and u.line not in removable:
                 break
-            if u.kind == MBAR_WAIT:
-                return f"an mbarrier wait with no retired wgmma after it: {u.text.strip()[:80]!r}"
-            if u.kind == UNSAFE:
-                return f"a shared-memory access: {u.text.strip()[:80]!r}"
+            if u.kind == WGMMA_WAIT:
+                m = _WAIT_GROUP.search(u.text)
+                pending = int(m.group(1)) + 1 if m else None
+                if pending is not None:
+                    need = pending if need is None else min(need, pending)
+            elif u.kind == WGMMA_COMMIT and need is not None:
+                issued_after, need = True, need - 1
+                if need == 0:
+                    break
+            elif u.kind == MBAR_WAIT and not issued_after:
+                return (f"an mbarrier wait with no wgmma issued and retired after it: {u.text.strip()[:80]!r}"
+                        if need is None else f"a wgmma.wait_group with no wgmma issued since the mbarrier wait "
+                        f"{u.text.strip()[:80]!r}")
+            elif u.kind == UNSAFE:
+                return f"a shared-memory access with no wgmma issued after it and retired: {u.text.strip()[:80]!r}"
         else:
             if not block.preds:
                 return "the start of the function"
-            stack.extend((p, len(blocks[p].units)) for p in block.preds)
+            stack.extend((p, len(blocks[p].units), issued_after, need) for p in block.preds)
     return None
 
 

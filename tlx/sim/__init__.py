@@ -8,7 +8,8 @@ warp-specialized partition, and reports protocol bugs (races, deadlocks, barrier
 from .check import FileCheckReport, check_file
 from .errors import (ALL_RULES, AsyncDotError, BarrierProtocolError, DeadlockError, ExpectBytesError,
                      ExtraArrivalError, GlobalBoundsError, IndexOutOfRangeError, LivelockError,
-                     OverwriteBeforeReleaseError, ProtocolError, RaceError, ReadBeforeWaitError, SimReport, Site)
+                     OverwriteBeforeReleaseError, ProtocolError, RaceError, ReadBeforeWaitError, SimReport, Site,
+                     WarpgroupSyncError)
 from .executor import launch
 from .options import SimOptions
 from .rules import RULES, missing_rules
@@ -16,4 +17,4 @@ from .rules import RULES, missing_rules
 __all__ = ["launch", "SimOptions", "SimReport", "Site", "check_file", "FileCheckReport", "RULES", "missing_rules",
            "ProtocolError", "DeadlockError", "RaceError", "ReadBeforeWaitError", "OverwriteBeforeReleaseError",
            "BarrierProtocolError", "ExpectBytesError", "ExtraArrivalError", "AsyncDotError",
-           "IndexOutOfRangeError", "GlobalBoundsError", "LivelockError", "ALL_RULES"]
+           "IndexOutOfRangeError", "GlobalBoundsError", "LivelockError", "WarpgroupSyncError", "ALL_RULES"]

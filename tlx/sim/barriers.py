@@ -5,6 +5,7 @@ passes joins the clock of the phase it observed (happens-before for the race che
 """
 from __future__ import annotations
 
+from . import warpgroup_sync as warpgroup_sync_rule
 from .clock import VectorClock
 from .errors import BarrierProtocolError, ExpectBytesError, ExtraArrivalError, Site
 from .interp import to_int
@@ -26,8 +27,10 @@ def settle(program: ProgramState, bar: BarrierRef, site: Site) -> None:
         program.report(ExpectBytesError(
             f"TMA loads delivered {st.delivered} bytes to {bar.label} but barrier_expect_bytes expected "
             f"{st.expected} in this phase", where, target=bar.label, phase=st.phase, other=site))
+        warpgroup_sync_rule.phase_completing(program, bar)
         st.complete()   # only reached when collecting all reports
     elif st.ready_to_complete():
+        warpgroup_sync_rule.phase_completing(program, bar)
         st.complete()
 
 
@@ -65,9 +68,10 @@ def _barrier_expect_bytes(ctx: OpContext, bar, nbytes, pred):
 
 
 @sim_rule("barrier_arrive", yields=True)
-def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank, warpgroup_sync):  # see _barrier_wait
+def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank, warpgroup_sync):
     from .mma import check_release
     check_release(ctx, bar)
+    warpgroup_sync_rule.marked(ctx, "barrier_arrive", bar.label, warpgroup_sync)
     arrive(ctx, bar, arrive_count)
 
 
@@ -85,10 +89,10 @@ def _starved_expect(bar: BarrierRef, site: Site):
 
 @sim_rule("barrier_wait", yields=True)
 def _barrier_wait(ctx: OpContext, bar, phase, pred, warpgroup_sync):
-    # warpgroup_sync changes nothing here: the simulator runs a warp group as one unit. Its
-    # precondition (released buffers read only by retired wgmmas) is check_release's in barrier_arrive.
+    # The simulator runs a warp group as one unit; a warpgroup_sync=False mark is checked (rule 8), not obeyed.
     if not pred_true(pred):
         return
+    warpgroup_sync_rule.marked(ctx, "barrier_wait", bar.label, warpgroup_sync)
     parity, st, site = to_int(phase) & 1, bar.state, ctx.site
     ctx.program.scheduler.block_until(ctx.task, Wait(
         ready=lambda: st.parity_done(parity),
@@ -96,6 +100,7 @@ def _barrier_wait(ctx: OpContext, bar, phase, pred, warpgroup_sync):
         site=site, diagnose=lambda: _starved_expect(bar, site)))
     ctx.task.clock.join(st.clock_seen_by(parity))
     ctx.task.wait_log.append(bar)
+    warpgroup_sync_rule.waited(ctx, bar)
 
 
 def _named(ctx: OpContext, id: int, num_threads: int) -> NamedBarrierState:
@@ -130,6 +135,7 @@ def _named_barrier_wait(ctx: OpContext, id, num_threads):
         describe=lambda: f"named_barrier_wait({id}, {num_threads}); arrived {st.arrived} threads from {st.arrivers}",
         site=ctx.site))
     ctx.task.clock.join(st.last_clock)
+    warpgroup_sync_rule.in_line(ctx)
 
 
 @sim_rule("named_barrier_arrive", yields=True)
@@ -146,3 +152,4 @@ def _fence(ctx: OpContext, scope):
 @sim_rule("fence_async_shared")
 def _fence_async_shared(ctx: OpContext):
     ctx.task.async_state.setdefault("fences", []).append(("async_shared", ctx.site.line))
+    warpgroup_sync_rule.shared_access(ctx, "fence_async_shared")

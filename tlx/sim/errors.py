@@ -111,6 +111,13 @@ class AsyncDotError(ProtocolError):
     rule = "async-dot"
 
 
+class WarpgroupSyncError(BarrierProtocolError):
+    """Rule 8: an mbarrier op marked warpgroup_sync=False where the warp group must be in line: since
+    its last barrier or retired async_dot the task waited on an mbarrier or touched shared memory
+    itself, and on the GPU another warp of the group may still be before that."""
+    rule = "warpgroup-sync"
+
+
 class IndexOutOfRangeError(ProtocolError, IndexError):
     """Rule 7: an index outside a buffer ring or a barrier array."""
     rule = "index"
@@ -128,7 +135,7 @@ class LivelockError(ProtocolError):
 
 
 ALL_RULES = (DeadlockError, ReadBeforeWaitError, OverwriteBeforeReleaseError, ExpectBytesError,
-             ExtraArrivalError, AsyncDotError, IndexOutOfRangeError)
+             ExtraArrivalError, AsyncDotError, IndexOutOfRangeError, WarpgroupSyncError)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import interp
+from . import interp, warpgroup_sync
 from .errors import AsyncDotError, OverwriteBeforeReleaseError, ReadBeforeWaitError
 from .rules import OpContext, sim_rule
 from .sites import allocation_name
@@ -90,6 +90,7 @@ def _local_view(ctx: OpContext, buf, index):
 @sim_rule("local_load")
 def _local_load(ctx: OpContext, buf, layout):
     record_read(ctx, buf, "local_load")
+    warpgroup_sync.shared_access(ctx, f"local_load({buf.label})")
     return interp.make_tensor(buf.array().copy(), buf.dtype)
 
 
@@ -98,6 +99,7 @@ def _local_store(ctx: OpContext, buf, value):
     check_write(ctx, buf, "local_store")
     buf.array()[...] = np.asarray(value.handle.data).astype(buf.array().dtype)
     set_write(buf, Access(current_epoch(ctx), ctx.site, "local_store"))
+    warpgroup_sync.shared_access(ctx, f"local_store({buf.label})", written=buf.alloc)
 
 
 @sim_rule("local_trans")

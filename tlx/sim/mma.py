@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import triton.language as tl
 
-from . import interp
+from . import interp, warpgroup_sync
 from .errors import AsyncDotError, Site
 from .interp import TensorHandle
 from .memory import record_read
@@ -84,6 +84,7 @@ def _async_dot(ctx: OpContext, a, b, acc, use_acc, mBarriers, out_dtype):
     for buf in record.operands:
         buf.state.dot_readers.append(record)
     _outstanding(ctx.task).append(record)
+    warpgroup_sync.dot_issued(ctx, record)
     return tl.tensor(PendingAccumulator(record, out_dtype), tl.block_type(out_dtype, list(result.shape)))
 
 
@@ -95,6 +96,7 @@ def _async_dot_wait(ctx: OpContext, pendings, acc):
         rec.done = True
         for buf in rec.operands:
             buf.state.dot_readers.remove(rec)
+    warpgroup_sync.dots_retired(ctx)
     return acc
 
 

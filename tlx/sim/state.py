@@ -157,6 +157,7 @@ class MBarrierState:
         self.arrive_count = arrive_count
         self.phase = 0
         self.completed_clocks: dict[int, VectorClock] = {-1: init_clock}
+        self.exposed_waits: list = []   # passed waits a late warp may still be before (warpgroup_sync.py)
         self.new_phase()
 
     def new_phase(self) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TlxCompileError, expected
-from . import interp
+from . import interp, warpgroup_sync
 from .clock import Epoch, VectorClock
 from .errors import ExpectBytesError, Site
 from .memory import check_write, record_read, set_write
@@ -73,6 +73,7 @@ class StoreRecord:
 @sim_rule("async_descriptor_store", yields=True)
 def _async_descriptor_store(ctx: OpContext, desc, buf, offsets):
     record_read(ctx, buf, "async_descriptor_store")
+    warpgroup_sync.tma_store_issued(ctx, buf)
     data = buf.array().copy()
     _same_shape("async_descriptor_store", buf, data)
     interp.descriptor_store(desc, data, offsets)
@@ -87,6 +88,7 @@ def _async_descriptor_store_wait(ctx: OpContext, pendings):
     while len(stores) > pendings:
         rec = stores.pop(0)
         rec.buf.state.store_readers.remove(rec)
+    warpgroup_sync.shared_access(ctx, "async_descriptor_store_wait")   # one thread learned it: the rest may not have
 
 
 @dataclass
@@ -133,3 +135,4 @@ def _async_load_wait_group(ctx: OpContext, pendings):
             copy.buf.array()[...] = copy.data
             copy.access.landed = True
             ctx.task.clock.join(copy.clock)
+    warpgroup_sync.shared_access(ctx, "async_load_wait_group")   # each thread waits for its own copies only
