@@ -74,8 +74,12 @@ def dot_result_use(a_desc, b_desc, out_ptr, BUG: tl.constexpr):
 
 
 @tlx.jit
-def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr):
-    """A producer refills one A/B slot per k step; the consumer (BUG) releases it before its dot is done."""
+def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr, MARK: tl.constexpr = False):
+    """A producer refills one A/B slot per k step; the consumer waits, multiplies and releases it.
+    BUG 1: released before its dot is done. MARK: the wait and the release are marked warpgroup_sync=False
+    (no warp-group barrier); BUG 2: the consumer then reads the slot itself after the dot retired, so
+    another warp may still read it when the slot is handed back; BUG 3: it hands the slot back with no
+    dot at all, so another warp may still be before the wait when the producer refills the slot."""
     A = tlx.local_alloc((64, 32), tl.float16, 1)
     B = tlx.local_alloc((32, 64), tl.float16, 1)
     full = tlx.alloc_barriers(1)
@@ -90,48 +94,20 @@ def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr):
         with tlx.async_task(num_warps=4):
             acc = tl.zeros((64, 64), dtype=tl.float32)
             for k in range(K // 32):
-                tlx.barrier_wait(full[0], k & 1)
+                if BUG == 3:
+                    tlx.barrier_wait(full[0], k & 1)
+                    tlx.barrier_arrive(empty[0], warpgroup_sync=False)  # BUG:wg-lag
+                    continue
+                tlx.barrier_wait(full[0], k & 1, warpgroup_sync=not MARK)
                 acc = tlx.async_dot(A[0], B[0], acc)
                 if BUG == 1:
                     tlx.barrier_arrive(empty[0])  # BUG:dot-release
                     acc = tlx.async_dot_wait(0, acc)
                 else:
                     acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[0])
-            offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
-            tl.store(out_ptr + offs, acc)
-
-
-@tlx.jit
-def marked_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr):
-    """dot_release's consumer releasing and waiting with warpgroup_sync=False. BUG 1: it reads the slot
-    itself after the dot retired, so another warp may still read it when the slot is handed back. BUG 2:
-    it hands the slot back with no dot at all, so another warp may still be before the wait when the
-    producer refills the slot and the barrier moves on."""
-    A = tlx.local_alloc((64, 32), tl.float16, 1)
-    B = tlx.local_alloc((32, 64), tl.float16, 1)
-    full = tlx.alloc_barriers(1)
-    empty = tlx.alloc_barriers(1)
-    with tlx.async_tasks():
-        with tlx.async_task("default"):
-            for k in range(K // 32):
-                tlx.barrier_wait(empty[0], (k & 1) ^ 1)
-                tlx.barrier_expect_bytes(full[0], (64 * 32 + 32 * 64) * 2)
-                tlx.async_descriptor_load(a_desc, A[0], [0, k * 32], full[0])
-                tlx.async_descriptor_load(b_desc, B[0], [k * 32, 0], full[0])
-        with tlx.async_task(num_warps=4):
-            acc = tl.zeros((64, 64), dtype=tl.float32)
-            for k in range(K // 32):
-                if BUG == 2:
-                    tlx.barrier_wait(full[0], k & 1)
-                    tlx.barrier_arrive(empty[0], warpgroup_sync=False)  # BUG:wg-lag
-                    continue
-                tlx.barrier_wait(full[0], k & 1, warpgroup_sync=False)
-                acc = tlx.async_dot(A[0], B[0], acc)
-                acc = tlx.async_dot_wait(0, acc)
-                if BUG == 1:
-                    a_tile = tlx.local_load(A[0])
-                tlx.barrier_arrive(empty[0], warpgroup_sync=False)  # BUG:wg-sync
+                    if BUG == 2:
+                        a_tile = tlx.local_load(A[0])
+                    tlx.barrier_arrive(empty[0], warpgroup_sync=not MARK)  # BUG:wg-sync
             offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
             tl.store(out_ptr + offs, acc)
 
@@ -155,11 +131,11 @@ def run_tma_then_read(bug):
     return x, out
 
 
-def run_dot(kernel, bug, K=32):
+def run_dot(kernel, bug, K=32, **meta):
     a, b, _, (ad, bd, _) = gemm_operands(64, 64, K, [64, 32], [32, 64], [64, 64])
     out = torch.full((64, 64), float("nan"), dtype=torch.float32)
-    extra = (K,) if kernel in (dot_release, marked_release) else ()
-    kernel[(1,)](ad, bd, out, *extra, BUG=bug, backend="sim")
+    extra = (K,) if kernel is dot_release else ()
+    kernel[(1,)](ad, bd, out, *extra, BUG=bug, backend="sim", **meta)
     return (a.double() @ b.double()), out
 
 
@@ -228,14 +204,14 @@ def test_async_dot_operand_released_before_wait():
 
 def test_warpgroup_sync_mark_after_own_shared_read():
     with pytest.raises(tlx.sim.WarpgroupSyncError) as info:
-        run_dot(marked_release, 1, K=96)
-    assert_report(info.value, tlx.sim.WarpgroupSyncError, "wg-sync", "marked_release")
+        run_dot(dot_release, 2, K=96, MARK=True)
+    assert_report(info.value, tlx.sim.WarpgroupSyncError, "wg-sync", "dot_release")
     assert "local_load(A" in str(info.value) and info.value.target.startswith("empty")
     with pytest.raises(tlx.sim.WarpgroupSyncError) as info:
-        run_dot(marked_release, 2, K=96)
-    assert_report(info.value, tlx.sim.WarpgroupSyncError, "wg-lag", "marked_release")
+        run_dot(dot_release, 3, K=96)
+    assert_report(info.value, tlx.sim.WarpgroupSyncError, "wg-lag", "dot_release")
     assert "full[0] completes its next phase" in str(info.value) and "miss its phase" in str(info.value)
-    ref, out = run_dot(marked_release, 0, K=96)     # the marks after a retired dot are right
+    ref, out = run_dot(dot_release, 0, K=96, MARK=True)     # the marks after a retired dot are right
     assert ((out.double() - ref).abs().max() / ref.abs().max()) <= 1e-2
 
 
