@@ -13,6 +13,10 @@ from tlx.kernels import attention, gemm
 
 MARK = ["\t// begin inline asm", f"\t// {barrier_elision.MARKER}", "\tmov.u32 \t%r90, 0;", "\t// end inline asm"]
 ARRIVE = ["\t// begin inline asm", "\t@%p11 mbarrier.arrive.shared::cta.b64 _, [%r125];", "\t// end inline asm"]
+STRICT_MARK = [MARK[0], f"\t// {barrier_elision.MARKER} {barrier_elision.BARRIER_PROOF_ONLY}", *MARK[2:]]
+EXPECT = ["\t@%p2 mbarrier.arrive.expect_tx.shared.b64 _, [%r9], 49152;"]
+TMA_LOAD = ["\t@%p3 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], "
+            "[%r9];"]
 WAIT = ["\t// begin inline asm", "\t{", "\t.reg .pred complete;", "\twaitLoop:",
         "\tmbarrier.try_wait.parity.shared.b64 complete, [%r114], %r115;", "\t@!complete bra.uni waitLoop;", "\t}",
         "\t// end inline asm"]
@@ -97,6 +101,42 @@ def test_the_loop_back_edge_is_walked():
         barrier_elision.elide(kernel(*body, tail))
 
 
+def test_tma_load_marks_need_a_barrier_over_single_thread_issues_only():
+    """A one-partition refill: barrier, expect, load A, load B. Membar's barriers before the two loads
+    order nothing the first one did not; a wait or a wgmma between is refused (a retired wgmma proves
+    nothing for a TMA load's slot, nor for warps of another warp group)."""
+    refill = ["\tbar.sync \t0;", *EXPECT, *MARK, "\tbar.sync \t0;", *TMA_LOAD, *MARK, "\tbar.sync \t0;", *TMA_LOAD]
+    out, removed = barrier_elision.elide(kernel(*refill))
+    assert removed == 2 and out.count("bar.sync") == 1 and out.count("cp.async.bulk.tensor") == 2
+    with pytest.raises(TlxCompileError, match="before any barrier"):
+        barrier_elision.elide(kernel("\tbar.sync \t0;", *WAIT, *MARK, "\tbar.sync \t0;", *TMA_LOAD))
+
+
+def test_a_mark_beyond_one_warp_group_needs_a_barrier_proof():
+    """The ring step's wgmma proof holds within one warp group only: with the barrier-proof-only marker
+    (what a mark in an 8-warp region emits) the same code is refused."""
+    assert barrier_elision.elide(kernel(*ring_step([])))[1] == 2
+    strict = "\n".join(ring_step([])).replace(barrier_elision.MARKER, f"{barrier_elision.MARKER} "
+                                               f"{barrier_elision.BARRIER_PROOF_ONLY}").split("\n")
+    with pytest.raises(TlxCompileError, match="before any barrier"):
+        barrier_elision.elide(kernel(*strict))
+
+
+def _pipelined_loop_barriers(lean: bool) -> int:
+    a, b = torch.randn(4096, 4096, dtype=torch.bfloat16), torch.randn(4096, 4096, dtype=torch.bfloat16)
+    cfg = gemm.Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=lean)
+    args, _, meta = gemm.launch_args(a, b, torch.empty(4096, 4096, dtype=torch.bfloat16), cfg)
+    report = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta)
+    assert report.stats["spills"] == 0 and not report.stats["wgmma_serialized"]
+    ptx = report.asm["ptx"]
+    loop = ptx[ptx.index("Inner Loop Header"):]
+    return loop[:loop.index("wgmma.wait_group.sync.aligned 0")].count("bar.sync")
+
+
+def test_lean_pipelined_gemm_keeps_one_barrier_per_k_step():
+    assert (_pipelined_loop_barriers(False), _pipelined_loop_barriers(True)) == (4, 1)
+
+
 def _gemm_report(cfg):
     a, b = torch.randn(512, 256, dtype=torch.float16), torch.randn(256, 512, dtype=torch.float16)
     c = torch.empty(512, 512, dtype=torch.float16)
@@ -132,5 +172,5 @@ def test_lean_attention_defaults_compile_with_fewer_barriers(D, S, causal):
 def test_lean_sync_configs_are_checked():
     with pytest.raises(attention.ConfigRejected, match="LEAN_SYNC cannot combine with PIN_WAIT or LAZY_RESCALE"):
         attention.Config(PIPELINE=True, PIN_WAIT=True, LEAN_SYNC=True)
-    with pytest.raises(gemm.ConfigRejected, match="'LEAN_SYNC' needs a persistent kernel"):
-        gemm.Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True)
+    with pytest.raises(gemm.ConfigRejected, match="'LEAN_SYNC' is the persistent and pipelined kernels'"):
+        gemm.Config("ws", 128, 128, 64, 2, LEAN_SYNC=True)

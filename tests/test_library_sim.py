@@ -26,8 +26,9 @@ def test_readme_two_task_add():
 @pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 128, 64, 2), gemm.Config("ws", 128, 128, 64, 2),
                                  gemm.Config("pingpong", 128, 128, 64, 3),
                                  gemm.Config("pipelined", 128, 128, 64, 3, 8, 4),
-                                 gemm.Config("pipelined", 64, 128, 64, 3, 8, 4)],
-                         ids=lambda c: f"{c.kernel}-{c.BM}x{c.BN}")
+                                 gemm.Config("pipelined", 64, 128, 64, 3, 8, 4),
+                                 gemm.Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True)],
+                         ids=lambda c: c.name())
 def test_gemm_kernels(cfg):
     a = torch.randn(200, 136, dtype=torch.float16)     # partial tiles in M, N and K
     b = torch.randn(136, 264, dtype=torch.float16)

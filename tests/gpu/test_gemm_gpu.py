@@ -10,7 +10,9 @@ CONFIGS = [gemm.Config("persistent"), gemm.Config("pingpong", 128, 128, 64, 4), 
            gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True),
            gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
            gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True, LEAN_SYNC=True),
-           gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True)]
+           gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
+           gemm.Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True),
+           gemm.Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True)]
 
 
 def rel_err(out, ref):

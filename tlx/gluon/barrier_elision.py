@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from ..errors import TlxCompileError
 
 MARKER = "tlx.no_warpgroup_sync"
-MARKER_ASM = f"// {MARKER}\n\tmov.u32 $0, 0;"
+BARRIER_PROOF_ONLY = "(barrier proof only)"
+
+
+def marker_asm(barrier_proof_only: bool) -> str:
+    """The inline asm of a mark. Barrier proof only: the op runs in more than one warp group (a retired
+    wgmma says nothing of the other group), or it is a TMA load (no wgmma proof covers its slot)."""
+    return f"// {MARKER}{' ' + BARRIER_PROOF_ONLY if barrier_proof_only else ''}\n\tmov.u32 $0, 0;"
 
 _LABEL = re.compile(r"^\s*(\$?[A-Za-z_$][\w$]*):")
 _BRANCH = re.compile(r"^\s*(@!?%\w+\s+)?bra(\.uni)?\s+(\$?[\w$]+)\s*;")
@@ -41,7 +47,7 @@ _UNCONDITIONAL = re.compile(r"^\s*bra(\.uni)?\s|^\s*(ret|exit)\b")
 _BARRIER = re.compile(r"^\s*(@!?%\w+\s+)?(bar|barrier)\.(sync|red)\b")
 _LOC = re.compile(r"^\s*\.loc\s+\d+\s+(\d+)\s+(\d+)\s*(//\s*(.*))?$")
 
-NEUTRAL, BARRIER, WGMMA_WAIT, WGMMA_COMMIT, MBAR_WAIT, MBAR_ARRIVE, MARK, UNSAFE = range(8)
+NEUTRAL, BARRIER, WGMMA_WAIT, WGMMA_COMMIT, MBAR_WAIT, MBAR_ARRIVE, TMA_LOAD, MARK, UNSAFE = range(9)
 
 
 def _classify(text: str) -> int:
@@ -63,6 +69,8 @@ def _classify(text: str) -> int:
         return WGMMA_COMMIT
     if re.search(r"\bcp\.async\.bulk\.wait_group", body):
         return UNSAFE              # one thread learns a TMA copy is done: the others need a barrier
+    if re.search(r"\bcp\.async\.bulk\.tensor\.\w+\.shared::\w+\.global\b", body):
+        return TMA_LOAD            # one thread issues a TMA load (global -> shared)
     if re.search(r"\b(cp|cp\.reduce)\.async\.bulk\b", body):
         return NEUTRAL             # one thread issues a TMA copy; its completion is waited for apart
     if re.search(r"\b(ldmatrix|stmatrix|cp\.async|st\.async|red\.async|fence\.proxy|tcgen05|call)\b", body):
@@ -140,13 +148,15 @@ def _blocks(lines: list[str]) -> list[_Block]:
 _WAIT_GROUP = re.compile(r"\bwgmma\.wait_group(?:\.\w+)*\s+(\d+)")
 
 
-def _walk_back(blocks: list[_Block], start: tuple[int, int], removable: set[int]) -> str | None:
+def _walk_back(blocks: list[_Block], start: tuple[int, int], removable: set[int], barrier_proof_only: bool = False
+               ) -> str | None:
     """None if every path back from unit `start` (block, index; the unit itself excluded) is proven to
     need no warp-group barrier; otherwise what it met. A path is proven at a kept barrier, or at a
     `wgmma.commit_group` that a later `wgmma.wait_group N` retired (N more commits lie between them):
     every warp issued that wgmma, so every warp is past everything before it. Before that point the
     path may cross mbarrier waits only once some wgmma was issued after them (the stage ring's argument,
-    in the module docstring) and no shared-memory access at all."""
+    in the module docstring) and no shared-memory access at all. `barrier_proof_only`: only a kept barrier
+    proves, reached over single-thread issues alone (mbarrier arrives, TMA loads, plain arithmetic)."""
     seen: set[tuple[int, int, bool, int | None]] = set()
     stack: list[tuple[int, int, bool, int | None]] = [(*start, False, None)]
     while stack:
@@ -158,6 +168,9 @@ def _walk_back(blocks: list[_Block], start: tuple[int, int], removable: set[int]
         for u in reversed(block.units[:i]):
             if u.kind == BARRIER and u.line not in removable:
                 break
+            if barrier_proof_only and u.kind in (WGMMA_WAIT, WGMMA_COMMIT, MBAR_WAIT, UNSAFE):
+                return (f"{u.text.strip()[:80]!r} before any barrier (a mark in more than one warp group, or on a "
+                        "TMA load, needs a barrier kept before it with only mbarrier arrives and TMA loads between)")
             if u.kind == WGMMA_WAIT:
                 m = _WAIT_GROUP.search(u.text)
                 pending = int(m.group(1)) + 1 if m else None
@@ -197,6 +210,7 @@ def elide(ptx: str) -> tuple[str, int]:
     blocks = _blocks(lines)
     candidates: dict[int, tuple[int, int]] = {}    # barrier line -> its (block, index)
     marks: dict[int, int] = {}                     # barrier line -> the marker's line
+    strict: set[int] = set()                       # barrier lines whose proof must be a kept barrier
     for b, block in enumerate(blocks):
         units = block.units
         for i, u in enumerate(units):
@@ -209,18 +223,21 @@ def elide(ptx: str) -> tuple[str, int]:
                 k = j + 1
                 while k < len(units) and units[k].kind == NEUTRAL:
                     k += 1
-                if k < len(units) and units[k].kind in (MBAR_WAIT, MBAR_ARRIVE):
+                if k < len(units) and units[k].kind in (MBAR_WAIT, MBAR_ARRIVE, TMA_LOAD):
                     candidates[units[j].line] = (b, j)
                     marks[units[j].line] = u.line
+                    if BARRIER_PROOF_ONLY in u.text or units[k].kind == TMA_LOAD:
+                        strict.add(units[j].line)
     removable = set(candidates)
     # Every mark must hold, each with the other marked barriers in place first (the error then names the
     # mark whose own window is wrong), then all of them gone together.
     for others in (set(), removable):
         for line in sorted(candidates):
-            why = _walk_back(blocks, candidates[line], others)
+            why = _walk_back(blocks, candidates[line], others, line in strict)
             if why is not None:
                 raise TlxCompileError(
-                    f"tlx.barrier_arrive/barrier_wait(warpgroup_sync=False) at {_source_line(lines, marks[line])}: "
+                    f"tlx.barrier_arrive/barrier_wait/async_descriptor_load(warpgroup_sync=False) at "
+                    f"{_source_line(lines, marks[line])}: "
                     f"the warp group must be in line here (walking back to the last barrier or retired wgmma, the "
                     f"code meets {why}); drop warpgroup_sync=False there, or retire the wgmmas that read the "
                     "buffers (async_dot_wait) first")

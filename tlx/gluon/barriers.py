@@ -32,21 +32,22 @@ def _barrier_expect_bytes(ctx, bar, nbytes, pred=None):
     ctx.call(mbarrier.expect, bar, nbytes, pred=_pred(ctx, pred))
 
 
-def _mark_no_warpgroup_sync(ctx, warpgroup_sync) -> None:
-    """A PTX comment that barrier_elision finds: the bar.sync Membar puts next may go."""
+def mark_no_warpgroup_sync(ctx, warpgroup_sync, tma_load: bool = False) -> None:
+    """A PTX comment that barrier_elision finds: the bar.sync Membar puts next may go. Outside one warp
+    group (or before a TMA load) only a kept barrier can prove that, not a retired wgmma."""
     if not getattr(warpgroup_sync, "value", warpgroup_sync):
-        inline_ptx(ctx, barrier_elision.MARKER_ASM)
+        inline_ptx(ctx, barrier_elision.marker_asm(barrier_proof_only=tma_load or ctx.num_warps != 4))
 
 
 @gluon_rule("barrier_wait")
 def _barrier_wait(ctx, bar, phase, pred=None, warpgroup_sync=True):
-    _mark_no_warpgroup_sync(ctx, warpgroup_sync)
+    mark_no_warpgroup_sync(ctx, warpgroup_sync)
     ctx.call(mbarrier.wait, bar, phase, pred=_pred(ctx, pred), deps=())
 
 
 @gluon_rule("barrier_arrive")
 def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=True):
-    _mark_no_warpgroup_sync(ctx, warpgroup_sync)
+    mark_no_warpgroup_sync(ctx, warpgroup_sync)
     ctx.call(mbarrier.arrive, bar, count=arrive_count)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 from triton.experimental.gluon.language.nvidia.hopper import async_copy, tma
 
 from . import layouts
+from .barriers import mark_no_warpgroup_sync
 from .rules import gluon_rule
 
 
 @gluon_rule("async_descriptor_load")
 def _async_descriptor_load(ctx, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
-                           multicast_targets=None):
+                           multicast_targets=None, warpgroup_sync=True):
+    mark_no_warpgroup_sync(ctx, warpgroup_sync, tma_load=True)
     ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
 
 

@@ -92,10 +92,14 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.c
 
 @tlx.jit
 def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, K_TILES_PER_SPLIT, C_ROWS_PER_SPLIT, BM: tl.constexpr,
-                            BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr):
+                            BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
+                            LEAN_SYNC: tl.constexpr = False):
     """Split s = program_id(1) covers K tiles [s * K_TILES_PER_SPLIT, ...) and stores its tile at row
     offset s * C_ROWS_PER_SPLIT of C (one split: all of K, straight into the output; several: fp32
-    partials that splitk_reduce_kernel sums)."""
+    partials that splitk_reduce_kernel sums). LEAN_SYNC: of the four CTA barriers per K step that the
+    compiler puts around the ring's wait, expect and two loads, only the one before the expect stays
+    (it orders every warp's retired wgmma k-1 before slot k-1 is refilled); the others order single-thread
+    issues and an mbarrier wait, which the ring covers (warpgroup_sync=False, tlx/gluon/barrier_elision.py)."""
     off_m, off_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
     split = tl.program_id(1)
     k_first = split * K_TILES_PER_SPLIT
@@ -109,19 +113,23 @@ def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, K_TILES_PER_SPLIT, 
     NBYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
     for i in tl.static_range(STAGES - 1):                        # prologue: fill STAGES-1 slots
         tlx.barrier_expect_bytes(full[i], NBYTES, pred=i < k_tiles)
-        tlx.async_descriptor_load(a_desc, a_bufs[i], [off_m, (k_first + i) * BK], full[i], pred=i < k_tiles)
-        tlx.async_descriptor_load(b_desc, b_bufs[i], [(k_first + i) * BK, off_n], full[i], pred=i < k_tiles)
+        tlx.async_descriptor_load(a_desc, a_bufs[i], [off_m, (k_first + i) * BK], full[i], pred=i < k_tiles,
+                                  warpgroup_sync=not LEAN_SYNC)
+        tlx.async_descriptor_load(b_desc, b_bufs[i], [(k_first + i) * BK, off_n], full[i], pred=i < k_tiles,
+                                  warpgroup_sync=not LEAN_SYNC)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(k_tiles):
         s, p = tlx.warp_spec.get_bufidx_phase(k, STAGES)
-        tlx.barrier_wait(full[s], p)
+        tlx.barrier_wait(full[s], p, warpgroup_sync=not LEAN_SYNC)
         acc = tlx.async_dot(a_bufs[s], b_bufs[s], acc)
         acc = tlx.async_dot_wait(1, acc)                         # wgmma k-1 retired: its slot is free
         nk = k + STAGES - 1
         ns = nk % STAGES
         tlx.barrier_expect_bytes(full[ns], NBYTES, pred=nk < k_tiles)
-        tlx.async_descriptor_load(a_desc, a_bufs[ns], [off_m, (k_first + nk) * BK], full[ns], pred=nk < k_tiles)
-        tlx.async_descriptor_load(b_desc, b_bufs[ns], [(k_first + nk) * BK, off_n], full[ns], pred=nk < k_tiles)
+        tlx.async_descriptor_load(a_desc, a_bufs[ns], [off_m, (k_first + nk) * BK], full[ns], pred=nk < k_tiles,
+                                  warpgroup_sync=not LEAN_SYNC)
+        tlx.async_descriptor_load(b_desc, b_bufs[ns], [(k_first + nk) * BK, off_n], full[ns], pred=nk < k_tiles,
+                                  warpgroup_sync=not LEAN_SYNC)
     acc = tlx.async_dot_wait(0, acc)
     tlx.local_store(c_buf[0], acc.to(c_dtype))
     tlx.fence_async_shared()
@@ -494,7 +502,8 @@ class Config:
     STREAM_K: bool = False       # "persistent": the last wave's K steps spread over every SM (stream_k_tiles;
     #                              gemm-run8: 2-27% slower than without, so no default uses it)
     LEAN_SYNC: bool = False      # persistent kernels: no warp-group bar.sync around the consumers' ring waits
-    #                              and releases (barrier_arrive's warpgroup_sync=False; only wgmmas read the ring)
+    #                              and releases (barrier_arrive's warpgroup_sync=False; only wgmmas read the ring);
+    #                              pipelined: one CTA barrier per K step instead of four
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -509,8 +518,9 @@ class Config:
             raise ConfigRejected(f"gemm.Config: 'PIN_PROLOGUE' is the pingpong kernel's, got {self.kernel!r}")
         if self.NO_ZERO_FILL and self.kernel not in PERSISTENT:
             raise ConfigRejected(f"gemm.Config: 'NO_ZERO_FILL' needs a persistent kernel, got {self.kernel!r}")
-        if self.LEAN_SYNC and self.kernel not in PERSISTENT:
-            raise ConfigRejected(f"gemm.Config: 'LEAN_SYNC' needs a persistent kernel, got {self.kernel!r}")
+        if self.LEAN_SYNC and self.kernel not in (*PERSISTENT, "pipelined"):
+            raise ConfigRejected(f"gemm.Config: 'LEAN_SYNC' is the persistent and pipelined kernels', got "
+                                 f"{self.kernel!r}")
         if self.STREAM_K and (self.kernel != "persistent" or not self.NO_ZERO_FILL):
             raise ConfigRejected(f"gemm.Config: 'STREAM_K' needs the persistent kernel with NO_ZERO_FILL (the "
                                  f"accumulator carried from tile to tile), got {self.kernel!r}, "
@@ -564,7 +574,9 @@ def configs() -> list[Config]:
             Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True),
             # no warp-group bar.sync around the consumers' ring waits and releases (barrier_elision)
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True, LEAN_SYNC=True),
-            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True)]
+            Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
+            # one CTA barrier per K step instead of four (matmul_pipelined_kernel)
+            Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True), Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True)]
 # Not a candidate: STREAM_K on the g16 NO_ZERO_FILL config ran 2-7% below it where it applies (4096^3 -7%,
 # 16384x2048x4096 -2%) and 27% below at 4096x4096x512 (gemm-run8); it stays an option.
 
@@ -651,6 +663,7 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     if bias is not None or activation is not None:
         raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
     if cfg.kernel == "pipelined":                      # one K split: all K tiles, straight into C
+        meta.update(LEAN_SYNC=cfg.LEAN_SYNC)
         return (a_desc, b_desc, c_desc, M, N, K, triton.cdiv(K, cfg.BK), 0), (tiles, 1), meta
     return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
 
@@ -693,7 +706,8 @@ def splitk_launches(a, b, c, cfg: Config, splits: int, bias=None, activation=Non
     tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     main = matmul_pipelined_kernel.prepare(a_desc, b_desc, w_desc, M, N, K, per_split, rows, grid=(tiles, splits),
                                            num_warps=cfg.num_warps, backend=backend, BM=cfg.BM, BN=cfg.BN,
-                                           BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
+                                           BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M,
+                                           LEAN_SYNC=cfg.LEAN_SYNC)
     block_m, block_n = 32, 128
     reduce = splitk_reduce_kernel.prepare(work, c, bias if bias is not None else c, M, N, splits, rows, c.stride(0),
                                           grid=(triton.cdiv(M, block_m), triton.cdiv(N, block_n)), num_warps=4,

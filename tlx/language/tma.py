@@ -3,12 +3,17 @@ from __future__ import annotations
 
 from ..errors import check, expected
 from ._registry import check_barrier, check_buffer, check_int, check_kind, tlx_op
+from .barriers import check_warpgroup_sync
 
 
 @tlx_op
 def async_descriptor_load(v, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
-                          multicast_targets=None):
-    """TMA tile load global -> shared; the bytes count as transaction bytes on `barrier`."""
+                          multicast_targets=None, warpgroup_sync=True):
+    """TMA tile load global -> shared; the bytes count as transaction bytes on `barrier`.
+    `warpgroup_sync=False` (tlx's own): no barrier of the running warps right before the load, where one
+    kept earlier already ordered the slot's readers before it and only mbarrier arrives and TMA loads
+    come between (a one-partition pipeline's refill: expect, then one load per operand). The compiler
+    checks that on the PTX (tlx/gluon/barrier_elision.py)."""
     check_kind(v, "async_descriptor_load", "desc", desc, ("descriptor",))
     check_buffer(v, "async_descriptor_load", "buf", buf)
     check_barrier(v, "async_descriptor_load", "barrier", barrier)
@@ -17,6 +22,7 @@ def async_descriptor_load(v, desc, buf, offsets, barrier, pred=None, cache_modif
                                                   multicast_targets))
     check(len(offsets) == len(v.shape(buf)), lambda: expected(
         "async_descriptor_load", "offsets", f"{len(v.shape(buf))} coordinates", len(offsets)))
+    check_warpgroup_sync("async_descriptor_load", warpgroup_sync)
 
 
 @tlx_op

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TlxCompileError, expected
-from . import interp, warpgroup_sync
+from . import interp
+from . import warpgroup_sync as warpgroup_sync_rule
 from .clock import Epoch, VectorClock
 from .errors import ExpectBytesError, Site
 from .memory import check_write, record_read, set_write
@@ -28,7 +29,8 @@ def _same_shape(op: str, buf: BufferView, data: np.ndarray) -> None:
 
 @sim_rule("async_descriptor_load", yields=True)
 def _async_descriptor_load(ctx: OpContext, desc, buf, offsets, barrier, pred, cache_modifier, eviction_policy,
-                           multicast_targets):
+                           multicast_targets, warpgroup_sync):
+    warpgroup_sync_rule.marked(ctx, "async_descriptor_load", buf.label, warpgroup_sync)
     if not pred_true(pred):
         return
     check_write(ctx, buf, "async_descriptor_load")
@@ -73,7 +75,7 @@ class StoreRecord:
 @sim_rule("async_descriptor_store", yields=True)
 def _async_descriptor_store(ctx: OpContext, desc, buf, offsets):
     record_read(ctx, buf, "async_descriptor_store")
-    warpgroup_sync.tma_store_issued(ctx, buf)
+    warpgroup_sync_rule.tma_store_issued(ctx, buf)
     data = buf.array().copy()
     _same_shape("async_descriptor_store", buf, data)
     interp.descriptor_store(desc, data, offsets)
@@ -88,7 +90,7 @@ def _async_descriptor_store_wait(ctx: OpContext, pendings):
     while len(stores) > pendings:
         rec = stores.pop(0)
         rec.buf.state.store_readers.remove(rec)
-    warpgroup_sync.shared_access(ctx, "async_descriptor_store_wait")   # one thread learned it: the rest may not have
+    warpgroup_sync_rule.shared_access(ctx, "async_descriptor_store_wait")   # one thread learned it: the rest may not have
 
 
 @dataclass
@@ -135,4 +137,4 @@ def _async_load_wait_group(ctx: OpContext, pendings):
             copy.buf.array()[...] = copy.data
             copy.access.landed = True
             ctx.task.clock.join(copy.clock)
-    warpgroup_sync.shared_access(ctx, "async_load_wait_group")   # each thread waits for its own copies only
+    warpgroup_sync_rule.shared_access(ctx, "async_load_wait_group")   # each thread waits for its own copies only
