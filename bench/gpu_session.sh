@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
-#   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement
+#   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR; SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
@@ -24,6 +24,7 @@ for part in "$@"; do
     atrace)    timeout "${PART_TIMEOUT:-120}" python3 -u bench/attention_trace.py --out "$OUT/attention_trace" ${ATRACE_ARGS:-} \
                  > "$OUT/attention_trace.log" 2>&1 ;;
     placement) timeout "${PART_TIMEOUT:-60}" python3 -u bench/gemm_placement.py > "$OUT/gemm_placement.log" 2>&1 ;;
+    cublas)    timeout "${PART_TIMEOUT:-90}" python3 -u bench/cublas_kernels.py --out "$OUT/cublas_kernels.json" > "$OUT/cublas_kernels.log" 2>&1 ;;
     overhead)  timeout "${PART_TIMEOUT:-60}" python3 -u bench/launch_overhead.py > "$OUT/launch_overhead.log" 2>&1 ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
