@@ -19,6 +19,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
 from bench.order import rotated
+from tlx.errors import ConfigRejected
 from tlx.kernels import attention
 
 C = attention.Config
@@ -198,10 +199,15 @@ def main():
                 q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
                     if S <= 2048 or args.check_all else None
-                shaped = {n: c(D, S, causal) if callable(c) else c for n, c in cands.items()}
-                row = {"D": D, "S": S, "causal": causal, **time_row(q, k, v, causal, shaped, ref, args.rounds,
-                                                                      len(rows))}
-                row.update({f"{n}_config": repr(shaped[n]) for n in cands if callable(cands[n])})
+                shaped, rejected = {}, {}
+                for n, c in cands.items():
+                    try:
+                        shaped[n] = c(D, S, causal) if callable(c) else c
+                    except ConfigRejected as e:   # an option that does not apply to this shape: recorded
+                        rejected[f"{n}_error"] = str(e)[:200]
+                row = {"D": D, "S": S, "causal": causal, **rejected,
+                       **time_row(q, k, v, causal, shaped, ref, args.rounds, len(rows))}
+                row.update({f"{n}_config": repr(shaped[n]) for n in shaped if callable(cands[n])})
                 rows.append(row)
                 cells = "  ".join(f"{n} {row.get(n + '_tflops', 0):6.1f}" for n in cands)
                 errs = [row[f"{n}_rel_err"] for n in cands if f"{n}_rel_err" in row]

@@ -1,4 +1,6 @@
 """Attention forward on the GPU against a float32 reference: fresh random data, poisoned outputs."""
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,6 @@
 """GEMM kernels on the GPU against an fp32 reference: fresh random data, poisoned outputs."""
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -74,6 +76,8 @@ def test_lean_sync_transposes_and_epilogues(cfg, at, bt, act, out_dtype):
     """LEAN_SYNC (no warp-group bar.sync around the ring waits and releases): three launches, each into a
     poisoned output, so a release that comes before a warp is done shows as a wrong or unwritten tile."""
     shape = (2000, 1000, 3000)
+    while cfg.shared_bytes(2, 4 if out_dtype else 2) > gemm.SHARED_LIMIT:   # fp32 C tiles: fewer stages fit
+        cfg = replace(cfg, STAGES=cfg.STAGES - 1)
     a, b, bias, ref = epilogue_problem(shape, torch.bfloat16, at, bt, act)
     for _ in range(3):
         out = torch.full(shape[:2], float("nan"), device="cuda", dtype=out_dtype or torch.bfloat16)
