@@ -1,7 +1,8 @@
 """Which cuBLAS kernel torch.matmul runs for each GEMM benchmark shape, read off the profiler.
 
-cuBLAS's Hopper kernel names carry the tile, the cluster shape and the schedule
-(`..._tilesize128x256x64_cluster2x1x1_...`): knowing them says what our kernels are measured against
+cuBLAS's Hopper kernel names carry the tile, the stages and, by their convention, the cluster shape
+(`nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT` on an H100, 2026-12-06): knowing them says what our
+kernels are measured against
 (docs/design.md, "Clusters and TMA multicast"). Writes one JSON row per shape and dtype.
 
     PYTHONPATH=. python3 bench/cublas_kernels.py --out cublas_kernels.json
