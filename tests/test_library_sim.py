@@ -1,4 +1,6 @@
 """Every library kernel on the CPU simulator at small shapes against a float64 torch reference."""
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -102,6 +104,40 @@ def test_persistent_gemms_walk_several_tiles_per_program(kernel, lean):
     args, grid, meta = gemm.launch_args(a, b, c, cfg, programs=2)
     gemm.KERNELS[kernel][grid](*args, backend="sim", sim_options=SimOptions(schedules=4), **meta)
     assert rel_err(c, a.double() @ b.double()) <= 1e-2
+
+
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 4, NO_ZERO_FILL=True, EPI_SPLIT=2),
+                                 gemm.Config("persistent", 128, 128, 64, 2, LEAN_SYNC=True, EPI_SPLIT=4),
+                                 gemm.Config("pipelined", 128, 256, 64, 4, 8, 8, EPI_SPLIT=4),
+                                 gemm.Config("pipelined", 64, 128, 64, 3, 8, 4, EPI_SPLIT=2)], ids=lambda c: c.name())
+def test_gemm_epilogue_in_column_chunks(cfg):
+    """EPI_SPLIT: each tile leaves in column chunks through one staging buffer per consumer. Two programs
+    walk several tiles, so a chunk's write must wait for the previous chunk's (and tile's) store; partial
+    tiles in M, N and K, and a bias and activation where the kernel takes them."""
+    from tlx.sim import SimOptions
+    a = torch.randn(300, 200, dtype=torch.float16)
+    b = torch.randn(200, 600, dtype=torch.float16)
+    c = torch.full((300, 600), float("nan"), dtype=torch.float16)
+    bias, act = (torch.randn(600, dtype=torch.float16), "gelu") if cfg.kernel == "persistent" else (None, None)
+    args, grid, meta = gemm.launch_args(a, b, c, cfg, bias, act, programs=2)
+    gemm.KERNELS[cfg.kernel][grid](*args, backend="sim", sim_options=SimOptions(schedules=2), **meta)
+    ref = a.double() @ b.double()
+    if bias is not None:
+        ref = torch.nn.functional.gelu(ref + bias.double())
+    assert rel_err(c, ref) <= 1e-2
+
+
+def test_epilogue_split_frees_a_ring_stage():
+    """The point of EPI_SPLIT: a 128 x 256 persistent tile with four stages fits shared memory only when
+    its C staging is split, and the split is refused where it has no meaning."""
+    four = gemm.Config("persistent", 128, 256, 64, 4)
+    assert four.shared_bytes(2, 2) > gemm.SHARED_LIMIT >= replace(four, EPI_SPLIT=2).shared_bytes(2, 2)
+    with pytest.raises(tlx.ConfigRejected, match="'EPI_SPLIT' must be 1, 2 or 4"):
+        gemm.Config("pingpong", 128, 128, 64, 4, EPI_SPLIT=2)
+    with pytest.raises(tlx.ConfigRejected, match="'EPI_SPLIT' must be 1, 2 or 4"):
+        gemm.Config("persistent", EPI_SPLIT=3)
+    with pytest.raises(tlx.ConfigRejected, match="does not combine with SPLIT_K"):
+        gemm.Config("pipelined", 128, 128, 64, 3, SPLIT_K=2, EPI_SPLIT=2)
 
 
 @pytest.mark.parametrize("causal,window,cfg", [
@@ -242,7 +278,6 @@ def test_attention_balanced_tiles(D, causal, window, cfg, prefetch, monkeypatch)
     """BALANCED: each program runs the tiles of its row of the host's table (the producer and its consumers
     read the same row; PREFETCH: each number a tile ahead). Six heads in groups of four (a partial last
     group), two schedules, into a poisoned output: every tile computed once."""
-    from dataclasses import replace
     cfg = replace(cfg, PREFETCH=prefetch)
     monkeypatch.setattr(attention, "L2_SHARE", 4 * 2 * 384 * D * 2)     # head_group = 4 of the 6 heads
     q, k, v = (torch.randn(2, 3, 384, D, dtype=torch.float16) for _ in range(3))
@@ -314,7 +349,6 @@ def test_default_configs_on_the_simulator(D, S_for, causal):
     """The configuration default_config picks for S_for keys, run at 384 keys (three 128-row or two
     192-row tiles per head; persistent ones on two programs, so each walks several tiles), into a
     poisoned output."""
-    from dataclasses import replace
     cfg = attention.default_config(D, S_for, causal)
     cfg = replace(cfg, PROGRAMS=2) if cfg.PERSISTENT else cfg
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
@@ -492,7 +526,6 @@ def test_gemm_trace_stamps_every_phase():
 def test_attention_lean_sync_defaults(D, causal):
     """LEAN_SYNC on the default configurations: the warpgroup_sync=False marks hold on the simulator (rule 8)
     as on the PTX (tlx/gluon/barrier_elision.py), across several schedules."""
-    from dataclasses import replace
     from tlx.sim import SimOptions
     cfg = replace(attention.default_config(D, 4096, causal), LEAN_SYNC=True)
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))

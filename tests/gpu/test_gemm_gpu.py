@@ -14,7 +14,11 @@ CONFIGS = [gemm.Config("persistent"), gemm.Config("pingpong", 128, 128, 64, 4), 
            gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True, LEAN_SYNC=True),
            gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
            gemm.Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True),
-           gemm.Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True)]
+           gemm.Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True),
+           gemm.Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, EPI_SPLIT=2),
+           gemm.Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=4),
+           gemm.Config("pipelined", 128, 256, 64, 4, 8, 8, EPI_SPLIT=2),
+           gemm.Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=4)]
 
 
 def rel_err(out, ref):
@@ -71,10 +75,14 @@ def test_persistent_transposes_and_epilogues(shape, dtype, at, bt, act, out_dtyp
 @pytest.mark.parametrize("at,bt,act,out_dtype", EPILOGUES)
 @pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
                                  gemm.Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True,
-                                             LEAN_SYNC=True)], ids=lambda c: c.name())
-def test_lean_sync_transposes_and_epilogues(cfg, at, bt, act, out_dtype):
-    """LEAN_SYNC (no warp-group bar.sync around the ring waits and releases): three launches, each into a
-    poisoned output, so a release that comes before a warp is done shows as a wrong or unwritten tile."""
+                                             LEAN_SYNC=True),
+                                 gemm.Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True,
+                                             EPI_SPLIT=2)], ids=lambda c: c.name())
+def test_lean_sync_and_epi_split_transposes_and_epilogues(cfg, at, bt, act, out_dtype):
+    """LEAN_SYNC (no warp-group bar.sync around the ring waits and releases) and EPI_SPLIT (C in column
+    chunks through one staging buffer): three launches, each into a poisoned output, so a release that
+    comes before a warp is done, or a chunk written over one not yet stored, shows as a wrong or
+    unwritten tile."""
     shape = (2000, 1000, 3000)
     while cfg.shared_bytes(2, 4 if out_dtype else 2) > gemm.SHARED_LIMIT:   # fp32 C tiles: fewer stages fit
         cfg = replace(cfg, STAGES=cfg.STAGES - 1)

@@ -93,7 +93,7 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.c
 @tlx.jit
 def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, K_TILES_PER_SPLIT, C_ROWS_PER_SPLIT, BM: tl.constexpr,
                             BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, GROUP_M: tl.constexpr,
-                            LEAN_SYNC: tl.constexpr = False):
+                            LEAN_SYNC: tl.constexpr = False, EPI_SPLIT: tl.constexpr = 1):
     """Split s = program_id(1) covers K tiles [s * K_TILES_PER_SPLIT, ...) and stores its tile at row
     offset s * C_ROWS_PER_SPLIT of C (one split: all of K, straight into the output; several: fp32
     partials that splitk_reduce_kernel sums). LEAN_SYNC: of the four CTA barriers per K step that the
@@ -107,7 +107,7 @@ def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, K_TILES_PER_SPLIT, 
     c_dtype = tlx.dtype_of(c_desc)
     a_bufs = tlx.local_alloc((BM, BK), dtype, STAGES)
     b_bufs = tlx.local_alloc((BK, BN), dtype, STAGES)
-    c_buf = tlx.local_alloc((BM, BN), c_dtype, 1)
+    c_buf = tlx.local_alloc((BM, BN // EPI_SPLIT), c_dtype, 1)
     full = tlx.alloc_barriers(STAGES)
     k_tiles = tl.minimum(tl.cdiv(K, BK) - k_first, K_TILES_PER_SPLIT)
     NBYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
@@ -131,9 +131,7 @@ def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K, K_TILES_PER_SPLIT, 
         tlx.async_descriptor_load(b_desc, b_bufs[ns], [(k_first + nk) * BK, off_n], full[ns], pred=nk < k_tiles,
                                   warpgroup_sync=not LEAN_SYNC)
     acc = tlx.async_dot_wait(0, acc)
-    tlx.local_store(c_buf[0], acc.to(c_dtype))
-    tlx.fence_async_shared()
-    tlx.async_descriptor_store(c_desc, c_buf[0], [split * C_ROWS_PER_SPLIT + off_m, off_n])
+    store_split(acc, c_desc, c_buf[0], split * C_ROWS_PER_SPLIT + off_m, off_n, BM, BN, EPI_SPLIT)
     tlx.async_descriptor_store_wait(0)
 
 
@@ -230,15 +228,50 @@ def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k
 
 
 @tlx.jit
-def store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF: tl.constexpr, BN: tl.constexpr,
-               HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
-    """Consumer `cid`'s half of a finished tile: epilogue, then a TMA store through its staging buffer
-    (left running: the next tile's main loop overlaps it)."""
-    acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
-    tlx.async_descriptor_store_wait(0)                       # tile t-1's store has read c_bufs
-    tlx.local_store(c_bufs[cid], acc.to(tlx.dtype_of(c_desc)))
+def store_chunk(chunk, c_desc, c_buf, row, col):
+    """One chunk of a tile through staging buffer `c_buf`, once the store before it has read the buffer;
+    the TMA store is left running."""
+    tlx.async_descriptor_store_wait(0)
+    tlx.local_store(c_buf, chunk.to(tlx.dtype_of(c_desc)))
     tlx.fence_async_shared()
-    tlx.async_descriptor_store(c_desc, c_bufs[cid], [off_m + cid * HALF, off_n])
+    tlx.async_descriptor_store(c_desc, c_buf, [row, col])
+
+
+@tlx.jit
+def column_halves(x, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """x[:, :COLS/2] and x[:, COLS/2:] (register tensors have no slicing: split a trailing axis of 2)."""
+    return x.reshape(ROWS, 2, COLS // 2).permute(0, 2, 1).split()
+
+
+@tlx.jit
+def store_split(acc, c_desc, c_buf, row, col, ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr):
+    """acc (ROWS x BN) stored as EPI_SPLIT column chunks of BN / EPI_SPLIT through one staging buffer
+    that size: the C staging shrinks EPI_SPLIT-fold, which leaves shared memory for another ring stage."""
+    if EPI_SPLIT == 1:
+        store_chunk(acc, c_desc, c_buf, row, col)
+    else:
+        lo, hi = column_halves(acc, ROWS, BN)
+        if EPI_SPLIT == 2:
+            store_chunk(lo, c_desc, c_buf, row, col)
+            store_chunk(hi, c_desc, c_buf, row, col + BN // 2)
+        else:
+            tl.static_assert(EPI_SPLIT == 4, "EPI_SPLIT must be 1, 2 or 4")
+            Q: tl.constexpr = BN // 4
+            q0, q1 = column_halves(lo, ROWS, BN // 2)
+            q2, q3 = column_halves(hi, ROWS, BN // 2)
+            store_chunk(q0, c_desc, c_buf, row, col)
+            store_chunk(q1, c_desc, c_buf, row, col + Q)
+            store_chunk(q2, c_desc, c_buf, row, col + 2 * Q)
+            store_chunk(q3, c_desc, c_buf, row, col + 3 * Q)
+
+
+@tlx.jit
+def store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF: tl.constexpr, BN: tl.constexpr,
+               HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, EPI_SPLIT: tl.constexpr):
+    """Consumer `cid`'s half of a finished tile: epilogue, then TMA stores through its staging buffer
+    (the last left running: the next tile's main loop overlaps it)."""
+    acc = epilogue(acc, bias_ptr, off_n, N, HAS_BIAS, ACTIVATION, BN)
+    store_split(acc, c_desc, c_bufs[cid], off_m + cid * HALF, off_n, HALF, BN, EPI_SPLIT)
 
 
 @tlx.jit
@@ -315,7 +348,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
                              GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                              HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
-                             STREAM_K: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr):
+                             STREAM_K: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                             EPI_SPLIT: tl.constexpr = 1):
     """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
     program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
     A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
@@ -344,7 +378,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
         b_bufs = tlx.local_alloc((BN, BK), dtype, STAGES)
     else:
         b_bufs = tlx.local_alloc((BK, BN), dtype, STAGES)
-    c_bufs = tlx.local_alloc((HALF, BN), c_dtype, 2)
+    c_bufs = tlx.local_alloc((HALF, BN // EPI_SPLIT), c_dtype, 2)
     full_a = tlx.alloc_barriers(2 * STAGES)
     full_b = tlx.alloc_barriers(STAGES)
     empty_a = tlx.alloc_barriers(2 * STAGES)
@@ -379,7 +413,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                     acc = tl.zeros((HALF, BN), dtype=tl.float32)
                 acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, 0, k_tiles, 0, cnt,
                                        cid, STAGES, A_T, B_T, NO_ZERO_FILL, LEAN_SYNC)
-                store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION)
+                store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION, EPI_SPLIT)
             stamp(trace_ptr, cid, 1, TRACE)
             if STREAM_K:
                 u0, u1, segments = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
@@ -396,7 +430,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                         share_partial(acc, ws_ptr, flags_ptr, 2 * t + cid, cid, HALF, BN)
                     else:
                         store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS,
-                                   ACTIVATION)
+                                   ACTIVATION, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)
             stamp(trace_ptr, cid, TRACE_SLOTS - 1, TRACE)
 
@@ -504,6 +538,8 @@ class Config:
     LEAN_SYNC: bool = False      # persistent kernels: no warp-group bar.sync around the consumers' ring waits
     #                              and releases (barrier_arrive's warpgroup_sync=False; only wgmmas read the ring);
     #                              pipelined: one CTA barrier per K step instead of four
+    EPI_SPLIT: int = 1           # persistent and pipelined: C stored in EPI_SPLIT column chunks through one staging
+    #                              buffer that size (store_split), so 128x256 tiles fit a fourth ring stage
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -521,6 +557,12 @@ class Config:
         if self.LEAN_SYNC and self.kernel not in (*PERSISTENT, "pipelined"):
             raise ConfigRejected(f"gemm.Config: 'LEAN_SYNC' is the persistent and pipelined kernels', got "
                                  f"{self.kernel!r}")
+        if self.EPI_SPLIT not in (1, 2, 4) or (self.EPI_SPLIT != 1 and self.kernel not in ("persistent", "pipelined")):
+            raise ConfigRejected(f"gemm.Config: 'EPI_SPLIT' must be 1, 2 or 4, and above 1 only for the persistent and "
+                                 f"pipelined kernels, got {self.EPI_SPLIT} for {self.kernel!r}")
+        if self.EPI_SPLIT != 1 and (self.SPLIT_K != 1 or self.STREAM_K):
+            raise ConfigRejected("gemm.Config: 'EPI_SPLIT' does not combine with SPLIT_K or STREAM_K (their fp32 "
+                                 "partials keep whole tiles)")
         if self.STREAM_K and (self.kernel != "persistent" or not self.NO_ZERO_FILL):
             raise ConfigRejected(f"gemm.Config: 'STREAM_K' needs the persistent kernel with NO_ZERO_FILL (the "
                                  f"accumulator carried from tile to tile), got {self.kernel!r}, "
@@ -530,7 +572,8 @@ class Config:
         split = "" if self.SPLIT_K == 1 else f"-splitk{self.SPLIT_K or 'auto'}"
         group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
         flags = ("-pin" if self.PIN_PROLOGUE else "") + ("-noacc0" if self.NO_ZERO_FILL else "") + \
-            ("-streamk" if self.STREAM_K else "") + ("-lean" if self.LEAN_SYNC else "")
+            ("-streamk" if self.STREAM_K else "") + ("-lean" if self.LEAN_SYNC else "") + \
+            (f"-epi{self.EPI_SPLIT}" if self.EPI_SPLIT != 1 else "")
         return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}{flags}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
@@ -539,7 +582,7 @@ class Config:
         ring = self.STAGES * (self.BM * self.BK + self.BK * self.BN) * in_bytes
         c_tiles = 2 if self.kernel == "pingpong" else 1
         c_bytes = 4 if self.SPLIT_K != 1 else out_bytes
-        return ring + c_tiles * self.BM * self.BN * c_bytes
+        return ring + c_tiles * self.BM * self.BN // self.EPI_SPLIT * c_bytes
 
     def splits(self, M: int, N: int, K: int, sms: int) -> int:
         """The K split of a problem: SPLIT_K, or (0) as many as fill `sms` programs while every split
@@ -576,7 +619,14 @@ def configs() -> list[Config]:
             Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True, LEAN_SYNC=True),
             Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
             # one CTA barrier per K step instead of four (matmul_pipelined_kernel)
-            Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True), Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True)]
+            Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True), Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True),
+            # C stored in column chunks: the staging it frees holds a fourth ring stage (cuBLAS: 4 stages, 208 KB)
+            Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, EPI_SPLIT=2),
+            Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=2),
+            Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=4),
+            Config("pipelined", 128, 256, 64, 4, 8, 8, EPI_SPLIT=2),
+            Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=2),
+            Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=4)]
 # Not a candidate: STREAM_K on the g16 NO_ZERO_FILL config ran 2-7% below it where it applies (4096^3 -7%,
 # 16384x2048x4096 -2%) and 27% below at 4096x4096x512 (gemm-run8); it stays an option.
 
@@ -640,13 +690,15 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
         tlx.TensorDescriptor.from_tensor(a, [rows, cfg.BK])
     b_desc = tlx.TensorDescriptor.from_tensor(b.T, [cfg.BN, cfg.BK]) if b_t else \
         tlx.TensorDescriptor.from_tensor(b, [cfg.BK, cfg.BN])
-    c_desc = tlx.TensorDescriptor.from_tensor(c, [rows, cfg.BN])
+    c_desc = tlx.TensorDescriptor.from_tensor(c, [rows, cfg.BN // cfg.EPI_SPLIT])
     tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     meta = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
     if cfg.kernel in PERSISTENT:
         sms = programs or num_sms(a.device)
         meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation,
                     NO_ZERO_FILL=cfg.NO_ZERO_FILL, LEAN_SYNC=cfg.LEAN_SYNC)
+        if cfg.kernel == "persistent":
+            meta.update(EPI_SPLIT=cfg.EPI_SPLIT)
         bias_arg = bias if bias is not None else c
         grid = (min(tiles, sms),)
         if cfg.kernel == "pingpong":
@@ -663,7 +715,7 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
     if bias is not None or activation is not None:
         raise ConfigRejected(f"gemm: bias/activation epilogues need a persistent kernel, got {cfg.kernel!r}")
     if cfg.kernel == "pipelined":                      # one K split: all K tiles, straight into C
-        meta.update(LEAN_SYNC=cfg.LEAN_SYNC)
+        meta.update(LEAN_SYNC=cfg.LEAN_SYNC, EPI_SPLIT=cfg.EPI_SPLIT)
         return (a_desc, b_desc, c_desc, M, N, K, triton.cdiv(K, cfg.BK), 0), (tiles, 1), meta
     return (a_desc, b_desc, c_desc, M, N, K), (tiles,), meta
 
