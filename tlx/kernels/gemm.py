@@ -14,7 +14,7 @@ Kernels behind one host wrapper (`matmul`), a table (`default_config`) picks one
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import triton
 import triton.language as tl
@@ -794,9 +794,11 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     elif K <= 512:                            # short K: overlap one tile's epilogue with the next's loop
         cfg = Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True)
     elif waves <= 8 and K > 1024:             # few waves: the non-persistent kernel's simpler loop wins
-        cfg = Config("pipelined", 128, 256, 64, 3, 8, 8)
+        cfg = Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=2)
     else:                                     # wider L2 groups (+2-4% over 8 at K <= 1024)
-        cfg = Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)
+        cfg = Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=2)
+    if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT and cfg.EPI_SPLIT == 2:
+        cfg = replace(cfg, EPI_SPLIT=4)       # an fp32 output: quarter-width C chunks keep the fourth stage
     if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
         cfg = Config("persistent", 128, 128, 64, 4)
     return cfg
