@@ -42,7 +42,7 @@ def test_matmul_matches_reference(shape, dtype, cfg):
 
 @pytest.mark.parametrize("out_dtype", [None, torch.float32], ids=["same", "fp32"])
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 1024), (4096, 4096, 512),
-                                   (16384, 2048, 4096), (128, 8192, 8192), (2000, 3000, 1500)],
+                                   (16384, 2048, 4096), (128, 8192, 8192), (2000, 3000, 1496)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_default_table_matches_reference(shape, out_dtype):
     """What the op runs with no config (default_config's table, fp32 outputs through its shared-memory

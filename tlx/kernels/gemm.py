@@ -778,7 +778,10 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     H200 (bench/results/2026-12-03/gemm-run2..6.json, every candidate side by side). NO_ZERO_FILL
     (the first wgmma of a tile does not accumulate) ran 0-3% over the same persistent config in
     gemm-run6, and with PIN_PROLOGUE took the ping-pong kernel from 1.044/1.027 to 1.080/1.036 of
-    cuBLAS on 4096x4096x512 (bf16/fp16).
+    cuBLAS on 4096x4096x512 (bf16/fp16). The pipelined 128x256 choice takes a fourth stage (EPI_SPLIT=2)
+    and LEAN_SYNC: +2-4% over its three-stage build at 2048^3 and 4096^3, 0-2% at 16384x2048x4096, in
+    two H100 runs (2026-12-06 gemm-run3/4; no H200 was lent). The same change to the persistent choice
+    was +6% at K=512 but -1% to -3.5% at 8192^3 in both runs, so it stays an option.
     The pipelined kernels handle neither transposed operands nor fused epilogues; a bias or activation
     on a 64x256 fp32 accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory
     (fp32 output doubles the C tile) does not fit falls back to the persistent 128x128 kernel.
@@ -796,7 +799,7 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     elif waves <= 8 and K > 1024:             # few waves: the non-persistent kernel's simpler loop wins
         cfg = Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=2)
     else:                                     # wider L2 groups (+2-4% over 8 at K <= 1024)
-        cfg = Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=2)
+        cfg = Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)
     if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT and cfg.EPI_SPLIT == 2:
         cfg = replace(cfg, EPI_SPLIT=4)       # an fp32 output: quarter-width C chunks keep the fourth stage
     if cfg.shared_bytes(in_bytes, out_bytes) > SHARED_LIMIT:
