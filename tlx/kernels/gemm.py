@@ -779,7 +779,7 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     (the first wgmma of a tile does not accumulate) ran 0-3% over the same persistent config in
     gemm-run6, and with PIN_PROLOGUE took the ping-pong kernel from 1.044/1.027 to 1.080/1.036 of
     cuBLAS on 4096x4096x512 (bf16/fp16). The pipelined 128x256 choice takes a fourth stage (EPI_SPLIT=2)
-    and LEAN_SYNC: +2-4% over its three-stage build at 2048^3 and 4096^3, 0-2% at 16384x2048x4096, in
+    and LEAN_SYNC: +1-5% over its three-stage build at 2048^3 and 4096^3, -0.5% to +2% at 16384x2048x4096, in
     two H100 runs (2026-12-06 gemm-run3/4; no H200 was lent). The same change to the persistent choice
     was +6% at K=512 but -1% to -3.5% at 8192^3 in both runs, so it stays an option.
     The pipelined kernels handle neither transposed operands nor fused epilogues; a bias or activation
