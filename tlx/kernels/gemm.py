@@ -620,13 +620,10 @@ def configs() -> list[Config]:
             Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, LEAN_SYNC=True),
             # one CTA barrier per K step instead of four (matmul_pipelined_kernel)
             Config("pipelined", 128, 256, 64, 3, 8, 8, LEAN_SYNC=True), Config("pipelined", 64, 128, 64, 8, 8, 4, LEAN_SYNC=True),
-            # C stored in column chunks: the staging it frees holds a fourth ring stage (cuBLAS: 4 stages, 208 KB)
-            Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, EPI_SPLIT=2),
+            # C stored in column chunks: the staging it frees holds a fourth ring stage (cuBLAS: 4 stages, 208 KB);
+            # without LEAN_SYNC or with quarter chunks they ran within a run's spread of these (gemm-run3, H100)
             Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=2),
-            Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True, EPI_SPLIT=4),
-            Config("pipelined", 128, 256, 64, 4, 8, 8, EPI_SPLIT=2),
-            Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=2),
-            Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=4)]
+            Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=2)]
 # Not a candidate: STREAM_K on the g16 NO_ZERO_FILL config ran 2-7% below it where it applies (4096^3 -7%,
 # 16384x2048x4096 -2%) and 27% below at 4096x4096x512 (gemm-run8); it stays an option.
 
