@@ -413,7 +413,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                     acc = tl.zeros((HALF, BN), dtype=tl.float32)
                 acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, 0, k_tiles, 0, cnt,
                                        cid, STAGES, A_T, B_T, NO_ZERO_FILL, LEAN_SYNC)
-                store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION, EPI_SPLIT)
+                store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION,
+                           EPI_SPLIT)
             stamp(trace_ptr, cid, 1, TRACE)
             if STREAM_K:
                 u0, u1, segments = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
