@@ -695,8 +695,6 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
         sms = programs or num_sms(a.device)
         meta.update(NUM_SMS=sms, A_T=a_t, B_T=b_t, HAS_BIAS=bias is not None, ACTIVATION=activation,
                     NO_ZERO_FILL=cfg.NO_ZERO_FILL, LEAN_SYNC=cfg.LEAN_SYNC)
-        if cfg.kernel == "persistent":
-            meta.update(EPI_SPLIT=cfg.EPI_SPLIT)
         bias_arg = bias if bias is not None else c
         grid = (min(tiles, sms),)
         if cfg.kernel == "pingpong":
@@ -706,7 +704,7 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
         if trace is not None and (str(trace.dtype) != "torch.int64" or trace.numel() < sms * 2 * TRACE_SLOTS):
             raise ValueError(f"gemm.launch_args: 'trace' must be int64 with {sms} x 2 x {TRACE_SLOTS} elements, got "
                              f"{trace.dtype} with {trace.numel()}")
-        meta.update(STREAM_K=sk_tiles > 0, TRACE=trace is not None)
+        meta.update(STREAM_K=sk_tiles > 0, TRACE=trace is not None, EPI_SPLIT=cfg.EPI_SPLIT)
         ws, flags = stream_k_workspace(sk_tiles, cfg, a.device) if sk_tiles else (c, c)
         return (a_desc, b_desc, c_desc, bias_arg, ws, flags, c if trace is None else trace, M, N, K, sk_tiles), \
             grid, meta
@@ -779,10 +777,11 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     cuBLAS on 4096x4096x512 (bf16/fp16). The pipelined 128x256 choice takes a fourth stage (EPI_SPLIT=2)
     and LEAN_SYNC: +1-5% over its three-stage build at 2048^3 and 4096^3, -0.5% to +2% at 16384x2048x4096, in
     two H100 runs (2026-12-06 gemm-run3/4; no H200 was lent). The same change to the persistent choice
-    was +6% at K=512 but -1% to -3.5% at 8192^3 in both runs, so it stays an option.
+    was +6-7% at K=512 but -0.7% to -4.5% at 8192^3 in both runs, so it stays an option.
     The pipelined kernels handle neither transposed operands nor fused epilogues; a bias or activation
     on a 64x256 fp32 accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory
-    (fp32 output doubles the C tile) does not fit falls back to the persistent 128x128 kernel.
+    (fp32 output doubles the C tile) does not fit first quarters its C chunks if it already splits them,
+    else falls back to the persistent 128x128 kernel.
     Split-K (Config.SPLIT_K) lost on every listed shape (0.84-0.86 of cuBLAS on the skinny ones) and is
     only taken when asked for."""
     waves = triton.cdiv(M, 128) * triton.cdiv(N, 256) / 132
