@@ -60,10 +60,10 @@ def test_pingpong_gemm_report():
     assert s["wgmma"] > 0 and s["tma_load"] > 0 and s["setmaxnreg"] > 0 and s["spills"] == 0 and not s["wgmma_serialized"] and not s["wgmma_desc_unset"]
 
 
-@pytest.mark.parametrize("shape,kernel", [((8192, 8192, 8192), "persistent"), ((4096, 4096, 4096), "pipelined"),
+@pytest.mark.parametrize("shape,kernel", [((8192, 8192, 8192), "persistent"), ((4096, 4096, 4096), "persistent"),
                                           ((2048, 2048, 2048), "pipelined"), ((8192, 8192, 1024), "persistent"),
                                           ((4096, 4096, 512), "pingpong"), ((128, 8192, 8192), "pipelined"),
-                                          ((8192, 128, 8192), "pipelined")])
+                                          ((8192, 128, 8192), "pipelined"), ((16384, 2048, 4096), "persistent")])
 def test_shape_table(shape, kernel):
     assert gemm.default_config(*shape, 2, 2).kernel == kernel
     assert gemm.default_config(*shape, 2, 2, epilogue=True).kernel == "persistent"

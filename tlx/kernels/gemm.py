@@ -778,6 +778,11 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
     and LEAN_SYNC: +1-5% over its three-stage build at 2048^3 and 4096^3, -0.5% to +2% at 16384x2048x4096, in
     two H100 runs (2026-12-06 gemm-run3/4; no H200 was lent). The same change to the persistent choice
     was +6-7% at K=512 but -0.7% to -4.5% at 8192^3 in both runs, so it stays an option.
+    The pipelined kernel runs only single-wave problems (2048^3: 0.99 of cuBLAS against 0.95-0.96 for the
+    persistent one in three H100 runs). From one wave up the persistent kernel was as fast or faster in
+    those runs (4096^3 bf16: 0.98/0.97/0.98 against 0.98/0.97/0.94; 16384x2048x4096: 0.96-1.03 against
+    0.96-0.97, 2026-12-06 gemm-run3..5), and in four earlier H200 runs at 4096^3 it beat the three-stage
+    pipelined build in six of eight cells.
     The pipelined kernels handle neither transposed operands nor fused epilogues; a bias or activation
     on a 64x256 fp32 accumulator spills, so epilogues take 128x128 tiles. A choice whose shared memory
     (fp32 output doubles the C tile) does not fit first quarters its C chunks if it already splits them,
@@ -793,7 +798,7 @@ def default_config(M: int, N: int, K: int, in_bytes: int, out_bytes: int, epilog
         cfg = Config("pipelined", 64, 128, 64, 8, 8, 4)   # 8 stages: 0.98-1.00 of cuBLAS, 6 stages 0.93-0.96
     elif K <= 512:                            # short K: overlap one tile's epilogue with the next's loop
         cfg = Config("pingpong", 128, 128, 64, 5, PIN_PROLOGUE=True, NO_ZERO_FILL=True)
-    elif waves <= 8 and K > 1024:             # few waves: the non-persistent kernel's simpler loop wins
+    elif waves <= 1 and K > 1024:             # one wave: the non-persistent kernel's simpler loop wins
         cfg = Config("pipelined", 128, 256, 64, 4, 8, 8, LEAN_SYNC=True, EPI_SPLIT=2)
     else:                                     # wider L2 groups (+2-4% over 8 at K <= 1024)
         cfg = Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True)
