@@ -137,6 +137,8 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           "default_lean": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True),
           "default_lean_pingpong": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True,
                                                                 PINGPONG=True),
+          # a consumer whose rows attend only the first half of its last (diagonal) block runs it at BN // 2 keys
+          "default_half": lambda D, S, causal: replace(attention.default_config(D, S, causal), HALF_DIAGONAL=True),
           "default_bal_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                                BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish

@@ -360,6 +360,40 @@ def test_persistent_programs_walk_many_tiles(cfg, kw):
     check(out, lse, *reference(q, k, v, **kw))
 
 
+@pytest.mark.parametrize("cfg,kw", [
+    (attention.Config(PERSISTENT=True, PROGRAMS=3, P_EARLY=True), dict(causal=True)),
+    (attention.Config(BN=256, PERSISTENT=True, PROGRAMS=2), dict(causal=True)),
+    (attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True), dict(causal=True)),
+    (attention.Config(PINGPONG=True), dict(window=(100, 30), softcap=20.0)),
+    (attention.Config(), dict(window=(None, 70)))],
+    ids=["persistent-causal", "bn256-causal", "three-consumers-causal", "window-softcap", "right-window"])
+def test_half_diagonal_blocks(cfg, kw):
+    """HALF_DIAGONAL: a consumer whose rows attend only the first half of its last block computes it at
+    BN // 2 keys; same results, and every stage is still waited for and released (several schedules)."""
+    from dataclasses import replace
+    from tlx.sim import SimOptions
+    S = 384 if cfg.BM == 192 else 512
+    q, k, v = randn(1, 2, S, 64), randn(1, 1, S, 64), randn(1, 1, S, 64)
+    out, lse = run_sim(q, k, v, replace(cfg, HALF_DIAGONAL=True), sim_options=SimOptions(schedules=2), **kw)
+    check(out, lse, *reference(q, k, v, **kw))
+
+
+def test_half_diagonal_varlen():
+    """HALF_DIAGONAL where a sequence ends inside the half block (its last key bounds the half, not the
+    causal diagonal)."""
+    cu_q = torch.tensor([0, 100, 300, 317, 400], dtype=torch.int32)
+    cu_k = torch.tensor([0, 130, 290, 350, 420], dtype=torch.int32)
+    q, k, v = randn(400, 2, 64), randn(420, 1, 64), randn(420, 1, 64)
+    out, lse = run_sim(q, k, v, attention.Config(HALF_DIAGONAL=True), layout="thd", cu_seqlens_q=cu_q,
+                       cu_seqlens_k=cu_k, causal=True)
+    check(out, lse, *varlen_reference(q, k, v, cu_q, cu_k, causal=True))
+
+
+def test_half_diagonal_needs_wide_blocks():
+    with pytest.raises(tlx.ConfigRejected, match=r"HALF_DIAGONAL needs BN >= 128 .*got BN=64"):
+        attention.Config(BN=64, HALF_DIAGONAL=True)
+
+
 def test_persistent_needs_fixed_lengths():
     q = randn(300, 2, 64)
     cu = torch.tensor([0, 100, 300], dtype=torch.int32)

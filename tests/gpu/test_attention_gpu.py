@@ -187,6 +187,23 @@ def test_lean_sync_features_gpu(D, kw):
         check_gpu(out, lse, ref, ref_lse)
 
 
+@pytest.mark.parametrize("D,S,kw", [(64, 1024, dict(causal=True)), (64, 2048, dict(causal=True)),
+                                    (128, 1024, dict(causal=True)), (64, 4096, dict(causal=True)),
+                                    (64, 8192, dict(causal=True)), (128, 1536, dict(window=(300, 40))),
+                                    (64, 1536, dict(causal=True, softcap=30.0))])
+def test_half_diagonal_gpu(D, S, kw):
+    """HALF_DIAGONAL on the causal defaults (two and three consumers, 128- and 256-key blocks, persistent
+    and grid), a right window and softcap, with GQA: three launches into poisoned outputs."""
+    B, H = 2, 8
+    q, k, v = rand(B, H, S, D), rand(B, 2, S, D), rand(B, 2, S, D)
+    ref, ref_lse = reference(q, k, v, dtype=torch.float32, **kw)
+    plain = set(kw) == {"causal"}
+    cfg = replace(attention.default_config(D, S, kw.get("causal", False), plain=plain), HALF_DIAGONAL=True)
+    for _ in range(3):
+        out, lse = run_gpu(q, k, v, cfg, **kw)
+        check_gpu(out, lse, ref, ref_lse)
+
+
 @pytest.mark.parametrize("pingpong", [False, True], ids=["coop", "pingpong"])
 @pytest.mark.parametrize("D,S,causal", [(64, 1024, True), (128, 2048, False), (128, 1024, True), (256, 1024, True)])
 def test_persistent_matches_reference(D, S, causal, pingpong):

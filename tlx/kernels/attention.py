@@ -126,7 +126,7 @@ def transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN: tl.constexpr, SOFTC
             s = softcap * tanh_approx(s * (1.0 / softcap))
         if SCORE_MOD is not None:
             rows = r0 + tl.arange(0, qk.shape[0])
-            cols = j * BN + tl.arange(0, BN)
+            cols = j * BN + tl.arange(0, qk.shape[1])     # a HALF block holds BN // 2 keys
             s = SCORE_MOD(s, b, h, rows[:, None], cols[None, :])
         if ACTIVATION == "softmax":
             s = s * LOG2E
@@ -142,7 +142,7 @@ def apply_mask(x, fill, j, r0, kv_len, b, h, win_l, win_r, BN: tl.constexpr, BOU
     (Helpers take and return layout-carrying tiles only: Gluon cannot inline a nested helper that
     takes an Auto-layout tensor.)"""
     rows = r0 + tl.arange(0, x.shape[0])
-    cols = j * BN + tl.arange(0, BN)
+    cols = j * BN + tl.arange(0, x.shape[1])               # a HALF block holds BN // 2 keys
     keep = True                                            # fixed lengths: S is a multiple of BN
     if VARLEN:
         keep = keep & (cols[None, :] < kv_len)
@@ -286,7 +286,8 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                     VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
+                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                    HALF: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
@@ -305,11 +306,19 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
     POLY_EXP2 (unmasked plain blocks): a quarter of the exps by polynomial (exp2_quarter_poly); masked
     blocks keep the MUFU's exact 0 for -inf.
     RELEASE_K_EARLY: the K stage is released (k_empty) once Q K^T has read it, the V stage (kv_empty) after
-    P V; without it kv_empty releases both after P V."""
+    P V; without it kv_empty releases both after P V.
+    HALF: Q K^T and P V over the block's first BN // 2 keys only (views of the stages' first rows): the
+    caller knows this consumer's rows attend none of the others. The stage is waited for and released
+    as a whole, like every block's."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
+    k_buf = k_bufs[s]
+    v_buf = v_bufs[s]
+    if HALF:
+        k_buf = tlx.local_slice(k_buf, (0, 0), (BN // 2, k_buf.shape[1]))
+        v_buf = tlx.local_slice(v_buf, (0, 0), (BN // 2, v_buf.shape[1]))
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
-    qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+    qk = tlx.async_dot(q_buf, tlx.local_trans(k_buf))
     pass_turn(cid, CONSUMERS, PINGPONG)                  # once issued (as FA3): the next QK queues behind it
     qk = tlx.async_dot_wait(0, qk)
     if RELEASE_K_EARLY:                                  # Q K^T has read K: the producer may refill it
@@ -355,7 +364,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
     if P_EARLY:
         prob = prob.to(tlx.dtype_of(q_buf))
     tlx.barrier_wait(v_full[s], p)
-    acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_bufs[s], acc)
+    acc = tlx.async_dot(prob.to(tlx.dtype_of(q_buf)), v_buf, acc)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(kv_empty[s], warpgroup_sync=not LEAN_SYNC)
     return m_i, l_i, acc
@@ -455,14 +464,16 @@ def block_loop(j0, j1, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, 
                STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
-    """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not."""
+               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
+               HALF: tl.constexpr):
+    """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not; HALF: only
+    each block's first BN // 2 keys (see consume_blocks)."""
     for j in range(j0, j1):
         m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                         m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                         CONSUMERS, BN, STAGES, MASK, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                         MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                        RELEASE_K_EARLY, LEAN_SYNC)
+                                        RELEASE_K_EARLY, LEAN_SYNC, HALF)
     return m_i, l_i, acc
 
 
@@ -473,11 +484,15 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                    PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, LEAN_SYNC: tl.constexpr):
+                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                   HALF_DIAGONAL: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
     skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
-    PIPELINE: the unmasked blocks overlap softmax with wgmma (pipelined_blocks). SKIP_BLOCKS (set on the
+    PIPELINE: the unmasked blocks overlap softmax with wgmma (pipelined_blocks). HALF_DIAGONAL: where this
+    consumer's rows attend no key past the first half of its last block (consumer 0 of a 128-row tile on a
+    128-key causal diagonal), that block runs at BN // 2 keys: a quarter of a diagonal tile's wgmma and
+    exp work gone (at 1024 causal keys about 1/18 of the tile's). SKIP_BLOCKS (set on the
     host where a consumer's range can be shorter than the tile's, see skip_blocks_possible): without it
     the skip loops are not compiled at all.
     Q is q_bufs[q_slot]; each edge loop indexes it with `opaque_zero` added (a kernel argument that is
@@ -506,7 +521,8 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
         m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_bufs[q_slot + opaque_zero], k_bufs, v_bufs, k_full, v_full,
                                    k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r,
                                    cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC)
+                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC,
+                                   False)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
@@ -516,13 +532,25 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
                                    False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC)
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, False)
     if BOUND_R or VARLEN or MASK_MOD is not None:
-        m_i, l_i, acc = block_loop(z, hi_c, ring_lo, q_bufs[q_slot + 2 * opaque_zero], k_bufs, v_bufs, k_full,
+        z_full = hi_c                                                # right-edge blocks taken whole
+        if HALF_DIAGONAL:                                            # the last one by its first half, where
+            last_key = r0 + ROWS - 1 + win_r                         # this consumer's rows attend no later key
+            if VARLEN:
+                last_key = tl.minimum(last_key, kv_len - 1)
+            z_full = hi_c - ((hi_c > z) & (last_key < (hi_c - 1) * BN + BN // 2)).to(tl.int32)
+        m_i, l_i, acc = block_loop(z, z_full, ring_lo, q_bufs[q_slot + 2 * opaque_zero], k_bufs, v_bufs, k_full,
                                    v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
                                    win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                    SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                   RELEASE_K_EARLY, LEAN_SYNC)
+                                   RELEASE_K_EARLY, LEAN_SYNC, False)
+        if HALF_DIAGONAL:                                            # zero or one block (a loop reconciles the
+            m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_bufs[q_slot + 3 * opaque_zero], k_bufs, v_bufs,
+                                       k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale,
+                                       softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L,
+                                       BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY,
+                                       LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, True)  # half-width rows' layouts)
     if SKIP_BLOCKS and BOUND_R:
         skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
@@ -738,7 +766,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
                  RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr,
-                 LEAN_SYNC: tl.constexpr):
+                 LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -759,7 +787,8 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                                    kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC)
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC,
+                                   HALF_DIAGONAL)
     stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
     if ACTIVATION == "softmax":
         out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
@@ -793,7 +822,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
-                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr):
+                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                         HALF_DIAGONAL: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -906,7 +936,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
                                         PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                         PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC)
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC,
+                                        HALF_DIAGONAL)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
@@ -921,7 +952,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
                                         PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                         PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC)
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC,
+                                        HALF_DIAGONAL)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -965,6 +997,8 @@ class Config:
     PREFETCH: bool = False        # BALANCED (static): each tile's number read from the table a tile ahead
     LEAN_SYNC: bool = False       # no warp-group bar.sync before the consumers' stage releases and in-loop K waits
     #                               (barrier_arrive's warpgroup_sync=False: only retired wgmmas read K, V and Q)
+    HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
+    #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -982,6 +1016,9 @@ class Config:
         if self.LEAN_SYNC and (self.PIN_WAIT or self.LAZY_RESCALE):
             raise ConfigRejected("attention.Config: LEAN_SYNC cannot combine with PIN_WAIT or LAZY_RESCALE (their "
                                  "shared-memory accesses need the warp group in line before each release)")
+        if self.HALF_DIAGONAL and self.BN < 128:
+            raise ConfigRejected(f"attention.Config: HALF_DIAGONAL needs BN >= 128 (a half block of at least 64 keys), "
+                                 f"got BN={self.BN}")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
 
@@ -1408,7 +1445,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
                 TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, PREFETCH=cfg.PREFETCH,
-                LEAN_SYNC=cfg.LEAN_SYNC)
+                LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None)
     return args, grid, meta, cfg
 
 
