@@ -1053,7 +1053,10 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       with 256-key blocks when S is a multiple of 256 (+4-8%), except causal below 4096 keys (a 256-key
       diagonal block wastes more than longer blocks gain) and with windows, softcap or user mods
       (`plain` False: their masked or transformed 256-wide tiles ran 10-35% slower). Non-causal 256-key
-      tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5)."""
+      tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5).
+    - D=64 causal (plain, fixed lengths) adds HALF_DIAGONAL: +0.4% to +4.9% at every length from 1024 to
+      16384 keys in two H100 sweeps (2026-12-06 attention_sweep-run4/5, three rounds each). At D=128 the
+      same option won 2-3% at 1024 keys but lost 4-8% at 2048-4096 (cause not found), so it stays off there."""
     fixed = S is not None                                  # persistence needs fixed lengths
     balanced = plain and fixed and causal
     if D > 128:
@@ -1069,10 +1072,11 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     if plain and fixed and not causal and S >= 2048:
         return Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)
     if plain and fixed and S >= 8192:
-        return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=balanced, BALANCED=balanced)
+        return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=balanced, BALANCED=balanced,
+                      HALF_DIAGONAL=balanced)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=wide and not causal,
-                  P_EARLY=plain and fixed and causal, BALANCED=balanced, DYNAMIC=balanced)
+                  P_EARLY=plain and fixed and causal, BALANCED=balanced, DYNAMIC=balanced, HALF_DIAGONAL=balanced)
 
 
 def skip_blocks_possible(cfg: Config, left: int | None, right: int | None, mask_mod) -> bool:
