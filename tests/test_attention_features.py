@@ -364,7 +364,7 @@ def test_persistent_programs_walk_many_tiles(cfg, kw):
     (attention.Config(PERSISTENT=True, PROGRAMS=3, P_EARLY=True), dict(causal=True)),
     (attention.Config(BN=256, PERSISTENT=True, PROGRAMS=2), dict(causal=True)),
     (attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True), dict(causal=True)),
-    (attention.Config(PINGPONG=True), dict(window=(100, 30), softcap=20.0)),
+    (attention.Config(BN=256, PINGPONG=True), dict(window=(100, 30), softcap=20.0)),
     (attention.Config(), dict(window=(None, 70)))],
     ids=["persistent-causal", "bn256-causal", "three-consumers-causal", "window-softcap", "right-window"])
 def test_half_diagonal_blocks(cfg, kw):

@@ -533,9 +533,12 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
                                    False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                    P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, False)
+    # with BN == BM (tiles start on block edges) a causal mask ends only consumer 0's rows in a block's
+    # first half: the others get no half-block code (under a right window theirs then run whole)
+    HALF: tl.constexpr = HALF_DIAGONAL and (cid == 0 or BN != ROWS * CONSUMERS)
     if BOUND_R or VARLEN or MASK_MOD is not None:
         z_full = hi_c                                                # right-edge blocks taken whole
-        if HALF_DIAGONAL:                                            # the last one by its first half, where
+        if HALF:                                                     # the last one by its first half, where
             last_key = r0 + ROWS - 1 + win_r                         # this consumer's rows attend no later key
             if VARLEN:
                 last_key = tl.minimum(last_key, kv_len - 1)
@@ -545,7 +548,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                                    win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                    SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
                                    RELEASE_K_EARLY, LEAN_SYNC, False)
-        if HALF_DIAGONAL:                                            # zero or one block (a loop reconciles the
+        if HALF:                                                     # zero or one block (a loop reconciles the
             m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_bufs[q_slot + 3 * opaque_zero], k_bufs, v_bufs,
                                        k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale,
                                        softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L,
