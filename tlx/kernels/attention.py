@@ -1059,7 +1059,8 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       tiles add O_BUFFER (+1-6% at 1024-2048 keys), causal ones P_EARLY (+1-3%; sweep-run4/5).
     - D=64 causal (plain, fixed lengths) adds HALF_DIAGONAL: +0.4% to +4.9% at every length from 1024 to
       16384 keys in two H100 sweeps (2026-12-06 attention_sweep-run4/5, three rounds each). At D=128 the
-      same option won 2-3% at 1024 keys but lost 4-8% at 2048-4096 (cause not found), so it stays off there."""
+      same option won 2-4% at 1024 keys but lost 4-8% at 2048-4096 (runs 4/5), and with consumer 1's
+      half-block code pruned still -3.8% at 2048 (run 6): it stays off there."""
     fixed = S is not None                                  # persistence needs fixed lengths
     balanced = plain and fixed and causal
     if D > 128:
