@@ -139,6 +139,10 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
                                                                 PINGPONG=True),
           # a consumer whose rows attend only the first half of its last (diagonal) block runs it at BN // 2 keys
           "default_half": lambda D, S, causal: replace(attention.default_config(D, S, causal), HALF_DIAGONAL=True),
+          # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
+          "b192_bal_half": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
+                                                                 PERSISTENT=True, BALANCED=causal,
+                                                                 HALF_DIAGONAL=causal),
           "default_bal_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
                                                                BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
