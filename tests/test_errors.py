@@ -137,6 +137,24 @@ def test_cluster_ops_raise_unsupported():
         _compile(_cluster, torch.empty(4))
 
 
+@pytest.mark.parametrize("option,value,msg", [
+    ("ctas_per_cga", (2, 1, 1), r"'ctas_per_cga' must be None or \(1, 1, 1\) \(clusters are not supported yet"),
+    ("maxnreg", 128, r"'maxnreg' must be None \(each async_task sets its own register count"),
+    ("launch_cooperative_grid", True, r"'launch_cooperative_grid' must be False")])
+def test_launch_options_tlx_would_ignore_are_refused(option, value, msg):
+    x = torch.zeros(16)
+    with pytest.raises(tlx.TlxLaunchError, match=msg):
+        _cluster.run(x, grid=(1,), backend="sim", **{option: value})
+    _add_one.run(x, grid=(1,), backend="sim", **{option: (1, 1, 1) if option == "ctas_per_cga" else None})
+    assert torch.equal(x, torch.ones(16))                  # the no-op values still launch
+
+
+@tlx.jit
+def _add_one(x_ptr):
+    offs = tl.arange(0, 16)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)
+
+
 @tlx.jit
 def _shape_error_in_task(x_ptr):
     with tlx.async_tasks():

@@ -83,8 +83,8 @@ class TlxKernel(KernelInterface):
             raise TlxLaunchError(f"tlx.jit: 'backend' must be one of {BACKENDS}, got {backend!r}")
         if num_ctas != 1:
             raise TlxLaunchError(f"tlx.jit: 'num_ctas' must be 1 (clusters are not supported), got {num_ctas}")
-        kwargs = {k: v for k, v in kwargs.items() if k not in ("maxnreg", "ctas_per_cga", "launch_cooperative_grid")
-                  or v is None}
+        _refuse_unhonoured_options(kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k not in UNUSED_LAUNCH_OPTIONS}
         return backend, self.bind(args, kwargs)
 
     def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
@@ -113,6 +113,22 @@ class TlxKernel(KernelInterface):
 
     def warmup(self, *args, grid, **kwargs):
         return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+
+# Triton launch options tlx accepts only at their no-op values (anything else would be silently ignored)
+UNUSED_LAUNCH_OPTIONS = {
+    "ctas_per_cga": "None or (1, 1, 1) (clusters are not supported yet: docs/cluster_feasibility.md)",
+    "maxnreg": "None (each async_task sets its own register count: async_task(registers=...))",
+    "launch_cooperative_grid": "False (cooperative grid launches are not supported)",
+}
+
+
+def _refuse_unhonoured_options(kwargs: dict) -> None:
+    for name, allowed in UNUSED_LAUNCH_OPTIONS.items():
+        v = kwargs.get(name)
+        if v is None or v is False or (name == "ctas_per_cga" and tuple(v) == (1, 1, 1)):
+            continue
+        raise TlxLaunchError(f"tlx.jit: launch option '{name}' must be {allowed}, got {v!r}")
 
 
 def _constexpr_value(v):
