@@ -137,14 +137,15 @@ def test_cluster_ops_raise_unsupported():
         _compile(_cluster, torch.empty(4))
 
 
-@pytest.mark.parametrize("option,value,msg", [
-    ("ctas_per_cga", (2, 1, 1), r"'ctas_per_cga' must be None or \(1, 1, 1\) \(clusters are not supported yet"),
-    ("maxnreg", 128, r"'maxnreg' must be None \(each async_task sets its own register count"),
-    ("launch_cooperative_grid", True, r"'launch_cooperative_grid' must be False")])
-def test_launch_options_tlx_would_ignore_are_refused(option, value, msg):
+@pytest.mark.parametrize("option,value,backend,msg", [
+    ("ctas_per_cga", (2, 1, 1), "gluon", r"'ctas_per_cga' must be None or \(1, 1, 1\) on the GPU \(clusters run on "
+                                         r"the simulator only"),
+    ("maxnreg", 128, "sim", r"'maxnreg' must be None \(each async_task sets its own register count"),
+    ("launch_cooperative_grid", True, "sim", r"'launch_cooperative_grid' must be False")])
+def test_launch_options_tlx_would_ignore_are_refused(option, value, backend, msg):
     x = torch.zeros(16)
-    with pytest.raises(tlx.TlxLaunchError, match=msg):
-        _cluster.run(x, grid=(1,), backend="sim", **{option: value})
+    with pytest.raises(tlx.TlxLaunchError, match=msg):      # refused before anything compiles or runs
+        _cluster.run(x, grid=(2,), backend=backend, **{option: value})
     _add_one.run(x, grid=(1,), backend="sim", **{option: (1, 1, 1) if option == "ctas_per_cga" else None})
     assert torch.equal(x, torch.ones(16))                  # the no-op values still launch
 

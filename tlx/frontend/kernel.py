@@ -82,19 +82,21 @@ class TlxKernel(KernelInterface):
         if backend not in BACKENDS:
             raise TlxLaunchError(f"tlx.jit: 'backend' must be one of {BACKENDS}, got {backend!r}")
         if num_ctas != 1:
-            raise TlxLaunchError(f"tlx.jit: 'num_ctas' must be 1 (clusters are not supported), got {num_ctas}")
-        _refuse_unhonoured_options(kwargs)
+            raise TlxLaunchError(f"tlx.jit: 'num_ctas' must be 1 (clusters are launched with ctas_per_cga), "
+                                 f"got {num_ctas}")
+        _refuse_unhonoured_options(kwargs, backend)
         kwargs = {k: v for k, v in kwargs.items() if k not in UNUSED_LAUNCH_OPTIONS}
         return backend, self.bind(args, kwargs)
 
     def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
             num_ctas: int = 1, sim_options=None, **kwargs):
+        ctas_per_cga = kwargs.get("ctas_per_cga")
         backend, bound = self._bind_launch(args, kwargs, backend, num_ctas)
         if backend == "sim":
             from .. import sim
             if callable(grid):
                 grid = grid(bound)
-            return sim.launch(self, tuple(grid), bound, num_warps, sim_options)
+            return sim.launch(self, tuple(grid), bound, num_warps, sim_options, ctas_per_cga)
         from ..gluon import launch
         return launch.run(self, bound, grid=grid, warmup=warmup, num_warps=num_warps, num_stages=num_stages)
 
@@ -117,16 +119,17 @@ class TlxKernel(KernelInterface):
 
 # Triton launch options tlx accepts only at their no-op values (anything else would be silently ignored)
 UNUSED_LAUNCH_OPTIONS = {
-    "ctas_per_cga": "None or (1, 1, 1) (clusters are not supported yet: docs/cluster_feasibility.md)",
+    "ctas_per_cga": "None or (1, 1, 1) on the GPU (clusters run on the simulator only so far: "
+                    "docs/cluster_feasibility.md)",
     "maxnreg": "None (each async_task sets its own register count: async_task(registers=...))",
     "launch_cooperative_grid": "False (cooperative grid launches are not supported)",
 }
 
 
-def _refuse_unhonoured_options(kwargs: dict) -> None:
+def _refuse_unhonoured_options(kwargs: dict, backend: str) -> None:
     for name, allowed in UNUSED_LAUNCH_OPTIONS.items():
         v = kwargs.get(name)
-        if v is None or v is False or (name == "ctas_per_cga" and tuple(v) == (1, 1, 1)):
+        if v is None or v is False or (name == "ctas_per_cga" and (backend == "sim" or tuple(v) == (1, 1, 1))):
             continue
         raise TlxLaunchError(f"tlx.jit: launch option '{name}' must be {allowed}, got {v!r}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
-from ..errors import TlxCompileError, expected
+from ..errors import TlxCompileError, TlxUnsupported, expected
 from . import barrier_elision, layouts
 from .rules import gluon_rule
 from .values import TlxMem
@@ -47,6 +47,9 @@ def _barrier_wait(ctx, bar, phase, pred=None, warpgroup_sync=True):
 
 @gluon_rule("barrier_arrive")
 def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=True):
+    if remote_cta_rank is not None:
+        raise TlxUnsupported("barrier_arrive", "gluon", "remote_cta_rank (an arrive on another CTA of the cluster) "
+                             "runs on the simulator only so far (docs/cluster_feasibility.md)")
     mark_no_warpgroup_sync(ctx, warpgroup_sync)
     ctx.call(mbarrier.arrive, bar, count=arrive_count)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from triton.experimental.gluon.language.nvidia.hopper import async_copy, tma
 
+from ..errors import TlxUnsupported
 from . import layouts
 from .barriers import mark_no_warpgroup_sync
 from .rules import gluon_rule
@@ -11,6 +12,9 @@ from .rules import gluon_rule
 @gluon_rule("async_descriptor_load")
 def _async_descriptor_load(ctx, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
                            multicast_targets=None, warpgroup_sync=True):
+    if multicast_targets:
+        raise TlxUnsupported("async_descriptor_load", "gluon", "multicast_targets (TMA multicast into a cluster's "
+                             "CTAs) runs on the simulator only so far (docs/cluster_feasibility.md)")
     mark_no_warpgroup_sync(ctx, warpgroup_sync, tma_load=True)
     ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
 

@@ -51,7 +51,8 @@ def _require_layout(ctx, x, layout):
 def _cluster(name):
     @gluon_rule(name)
     def rule(ctx, *args, **kwargs):
-        raise TlxUnsupported(name, "gluon", "Gluon 3.6 has no cluster builtins (CTA clusters, DSMEM, multicast)")
+        raise TlxUnsupported(name, "gluon", "Gluon 3.6 has no cluster builtins (CTA clusters, DSMEM, multicast); "
+                             "the simulator runs them (backend='sim', ctas_per_cga=...)")
     return rule
 
 

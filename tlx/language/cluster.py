@@ -1,4 +1,5 @@
-"""Hopper cluster ops. Gluon 3.6 has no builtins for them: every backend raises TlxUnsupported."""
+"""Hopper cluster ops. The simulator runs them (launch option ctas_per_cga); Gluon 3.6 has no builtins for
+them, so the GPU backend raises TlxUnsupported (docs/cluster_feasibility.md)."""
 from __future__ import annotations
 
 from ._registry import tlx_op

@@ -17,9 +17,10 @@ def async_descriptor_load(v, desc, buf, offsets, barrier, pred=None, cache_modif
     check_kind(v, "async_descriptor_load", "desc", desc, ("descriptor",))
     check_buffer(v, "async_descriptor_load", "buf", buf)
     check_barrier(v, "async_descriptor_load", "barrier", barrier)
-    check(not multicast_targets, lambda: expected("async_descriptor_load", "multicast_targets",
-                                                  "empty (TMA multicast is a cluster op, not supported here)",
-                                                  multicast_targets))
+    check(multicast_targets is None or isinstance(multicast_targets, (list, tuple)), lambda: expected(
+        "async_descriptor_load", "multicast_targets", "None or a list of CTA ranks in the cluster", multicast_targets))
+    for rank in multicast_targets or ():
+        check_kind(v, "async_descriptor_load", "multicast_targets", rank, ("scalar",))
     check(len(offsets) == len(v.shape(buf)), lambda: expected(
         "async_descriptor_load", "offsets", f"{len(v.shape(buf))} coordinates", len(offsets)))
     check_warpgroup_sync("async_descriptor_load", warpgroup_sync)

@@ -55,7 +55,9 @@ def _alloc_barriers(ctx: OpContext, num_barriers, arrive_count):
     name = allocation_name(ctx.site.file, ctx.site.line, "barriers")
     init = ctx.task.clock.copy()
     ctx.task.release()
-    return BarrierArray(name, [MBarrierState(arrive_count, init) for _ in range(num_barriers)])
+    bars = BarrierArray(name, [MBarrierState(arrive_count, init) for _ in range(num_barriers)], init)
+    ctx.program.register(bars)
+    return bars
 
 
 @sim_rule("barrier_expect_bytes", yields=True)
@@ -69,9 +71,12 @@ def _barrier_expect_bytes(ctx: OpContext, bar, nbytes, pred):
 
 @sim_rule("barrier_arrive", yields=True)
 def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank, warpgroup_sync):
+    from .cluster import remote_barrier
     from .mma import check_release
     check_release(ctx, bar)
     warpgroup_sync_rule.marked(ctx, "barrier_arrive", bar.label, warpgroup_sync)
+    if remote_cta_rank is not None:                  # the same barrier in CTA `remote_cta_rank` of the cluster
+        bar = remote_barrier(ctx, bar, remote_cta_rank, "barrier_arrive")
     arrive(ctx, bar, arrive_count)
 
 

@@ -37,3 +37,7 @@ class VectorClock:
     def covers(self, epoch: Epoch) -> bool:
         """True if the access at `epoch` happens before the owner of this clock."""
         return self.counts.get(epoch.component, 0) >= epoch.counter
+
+    def covers_clock(self, other: "VectorClock") -> bool:
+        """True if everything `other` has seen happens before the owner of this clock."""
+        return all(self.counts.get(comp, 0) >= n for comp, n in other.counts.items())

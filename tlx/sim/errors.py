@@ -96,6 +96,13 @@ class BarrierProtocolError(ProtocolError):
     rule = "barrier"
 
 
+class ClusterProtocolError(BarrierProtocolError):
+    """A cluster op reaching another CTA's shared memory when that is not safe: before the peer's
+    allocation is ordered before it (no cluster_barrier after the barriers' initialization), after the
+    peer exited (no cluster_barrier before the end), or a cluster_barrier that not every thread reaches."""
+    rule = "cluster"
+
+
 class ExpectBytesError(BarrierProtocolError):
     """Rule 4: barrier_expect_bytes differs from the bytes TMA loads delivered in that phase."""
     rule = "expect-bytes"
@@ -135,7 +142,7 @@ class LivelockError(ProtocolError):
 
 
 ALL_RULES = (DeadlockError, ReadBeforeWaitError, OverwriteBeforeReleaseError, ExpectBytesError,
-             ExtraArrivalError, AsyncDotError, IndexOutOfRangeError, WarpgroupSyncError)
+             ExtraArrivalError, AsyncDotError, IndexOutOfRangeError, WarpgroupSyncError, ClusterProtocolError)
 
 
 @dataclass

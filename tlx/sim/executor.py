@@ -22,16 +22,20 @@ from .options import SimOptions
 from .rules import sim_tlx_module
 from .scheduler import Task
 from .sites import HELPER_FILES, register_generated
-from .state import ProgramState
+from .state import ClusterState, ProgramState
 
 _HELPERS: dict[int, types.FunctionType] = {}
 
 
-def launch(kernel, grid, bound_args: dict, num_warps: int = 4, options: SimOptions | None = None) -> SimReport:
+def launch(kernel, grid, bound_args: dict, num_warps: int = 4, options: SimOptions | None = None,
+           ctas_per_cga=None) -> SimReport:
     """Simulate `kernel[grid](**bound_args)`; raise the first ProtocolError, or collect them all
-    (`options.collect_all`) in the returned `SimReport`."""
+    (`options.collect_all`) in the returned `SimReport`. `ctas_per_cga` (x, y, z): the programs run in
+    clusters of that shape, each cluster's CTAs interleaved under one scheduler (cluster ops, multicast
+    loads and remote arrivals); without it each program runs alone."""
     options = options or SimOptions()
     grid = _grid3(grid(bound_args) if callable(grid) else grid)
+    dims = cluster_dims(ctas_per_cga, grid)
     fn = kernel_function(kernel, bound_args)
     constexprs = kernel.constexpr_names
     args = {name: (resolve(getattr(v, "value", v)) if name in constexprs else interp.kernel_arg(v))
@@ -43,11 +47,25 @@ def launch(kernel, grid, bound_args: dict, num_warps: int = 4, options: SimOptio
         interp.set_grid(grid)
         for schedule in range(options.schedules):
             _restore(originals)
-            for linear, pid in enumerate(itertools.product(*(range(n) for n in grid))):
-                pid = (pid[0], pid[1], pid[2])
+            origins = itertools.product(*(range(0, n, c) for n, c in zip(grid, dims)))
+            for linear, origin in enumerate(origins):
                 seed = (options.seed + schedule) * 1_000_003 + linear
-                _run_program(kernel.__name__, fn, args, pid, num_warps, options, seed, report.errors)
+                _run_cluster(kernel.__name__, fn, args, origin, dims, num_warps, options, seed, report.errors)
     return report
+
+
+def cluster_dims(ctas_per_cga, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The cluster shape of a launch: (1, 1, 1) without one; each grid dimension must be a multiple."""
+    if ctas_per_cga is None:
+        return (1, 1, 1)
+    from ..errors import TlxLaunchError
+    dims = tuple(ctas_per_cga) + (1,) * (3 - len(tuple(ctas_per_cga)))
+    if len(dims) != 3 or not all(isinstance(d, int) and d >= 1 for d in dims) or dims[0] * dims[1] * dims[2] > 16:
+        raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' must be up to 3 positive ints with a product of at most 16, "
+                             f"got {ctas_per_cga!r}")
+    if any(g % d for g, d in zip(grid, dims)):
+        raise TlxLaunchError(f"tlx.jit: the grid {grid} must be a multiple of ctas_per_cga {dims} in every dimension")
+    return dims
 
 
 def _grid3(grid) -> tuple[int, int, int]:
@@ -56,18 +74,24 @@ def _grid3(grid) -> tuple[int, int, int]:
     return grid + (1,) * (3 - len(grid))
 
 
-def _run_program(kernel_name, fn, args, pid, num_warps, options, seed, errors) -> None:
-    program = ProgramState(kernel_name, pid, options, seed, errors)
-    interp.set_program_id(pid)
-    trunk = Task(program, None, 0, num_warps, VectorClock())
-    program.scheduler.spawn(trunk, lambda: fn(**args), ())
+def _run_cluster(kernel_name, fn, args, origin, dims, num_warps, options, seed, errors) -> None:
+    """The programs of one cluster (rank = x + dx * (y + dy * z) inside it), interleaved."""
+    cluster = ClusterState(dims, seed, options.max_switches)
+    for z, y, x in itertools.product(range(dims[2]), range(dims[1]), range(dims[0])):
+        pid = (origin[0] + x, origin[1] + y, origin[2] + z)
+        program = ProgramState(kernel_name, pid, options, seed, errors, cluster)
+        program.trunk = Task(program, None, 0, num_warps, VectorClock())
+        cluster.scheduler.spawn(program.trunk, lambda: fn(**args), ())
+    interp.set_program_id(cluster.programs[0].pid)
+    if cluster.size > 1:                     # the interpreter's program id follows the running task
+        cluster.scheduler.on_resume = lambda task: interp.set_program_id(task.program.pid)
 
     def deadlock_site(live):
         waiting = [t for t in live if t.waiting is not None and t.index is not None] or live
         t = waiting[0]
-        return t.waiting.site if t.waiting is not None else Site(kernel_name, pid, t.index, t.replica)
+        return t.waiting.site if t.waiting is not None else Site(kernel_name, t.program.pid, t.index, t.replica)
     try:
-        program.scheduler.run(deadlock_site)
+        cluster.scheduler.run(deadlock_site)
     except ProtocolError as e:
         if not options.collect_all:
             raise

@@ -78,6 +78,8 @@ def _local_alloc(ctx: OpContext, shape, dtype, num, storage, reuse, layout):
     name = allocation_name(site.file, site.line, "smem")
     first = Access(current_epoch(ctx), site, "allocation (poison)")
     alloc = SharedAlloc(name, tuple(shape), dtype, interp.np_dtype(dtype), num, ctx.program.options.poison, first)
+    alloc.init_clock = ctx.task.clock.copy()          # what a peer CTA must have seen to reach it (cluster.py)
+    ctx.program.register(alloc)
     return BufferRing(alloc)
 
 

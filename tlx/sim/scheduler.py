@@ -65,7 +65,8 @@ class Task:
 
     @property
     def label(self) -> str:
-        return "trunk" if self.index is None else f"task {self.index} replica {self.replica}"
+        name = "trunk" if self.index is None else f"task {self.index} replica {self.replica}"
+        return name if self.program.cluster.size == 1 else f"CTA {self.program.rank} {name}"
 
     def release(self) -> None:
         """After publishing this clock (an arrive): later accesses get a fresh epoch."""
@@ -82,6 +83,7 @@ class Scheduler:
         self.aborting = False
         self.switches = 0
         self.on_error: Callable[[ProtocolError], None] | None = None
+        self.on_resume: Callable[[Task], None] | None = None   # a cluster: the interpreter's program id
 
     # -- called on task threads --------------------------------------------------------------
     def spawn(self, task: Task, fn: Callable, args: tuple) -> None:
@@ -91,6 +93,8 @@ class Scheduler:
             try:
                 if self.aborting:
                     raise TaskAborted
+                if self.on_resume is not None:
+                    self.on_resume(task)
                 fn(*args)
             except TaskAborted:
                 pass
@@ -109,6 +113,8 @@ class Scheduler:
         task.go.acquire()
         if self.aborting:
             raise TaskAborted
+        if self.on_resume is not None:
+            self.on_resume(task)
 
     def block_until(self, task: Task, wait: Wait) -> None:
         task.waiting = wait

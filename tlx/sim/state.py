@@ -16,18 +16,46 @@ from .scheduler import Scheduler, Task
 from .sites import user_location
 
 
+class ClusterState:
+    """The CTAs of one cluster (`ctas_per_cga`; a lone CTA is a cluster of one). Their tasks share one
+    scheduler and one id counter, so vector clocks compare across CTAs (multicast writes, remote
+    arrivals); `barrier` is the cluster barrier."""
+
+    def __init__(self, dims: tuple, seed: int, max_switches: int):
+        self.dims = dims
+        self.size = dims[0] * dims[1] * dims[2]
+        self.programs: list[ProgramState] = []          # by rank
+        self.scheduler = Scheduler(seed, max_switches)
+        self.ids = itertools.count()
+        self.barrier = NamedBarrierState()
+
+
 class ProgramState:
     """Everything one program instance owns; rules reach it through `task.program`."""
 
-    def __init__(self, kernel: str, pid: tuple, options, seed: int, errors: list):
+    def __init__(self, kernel: str, pid: tuple, options, seed: int, errors: list,
+                 cluster: ClusterState | None = None):
         self.kernel, self.pid, self.options, self.errors = kernel, pid, options, errors
-        self.scheduler = Scheduler(seed, options.max_switches)
-        self._ids = itertools.count()
+        self.cluster = cluster or ClusterState((1, 1, 1), seed, options.max_switches)
+        self.rank = len(self.cluster.programs)
+        self.cluster.programs.append(self)
+        self.scheduler = self.cluster.scheduler
         self.named_barriers: dict[int, NamedBarrierState] = {}
+        self.allocations: list = []   # shared allocations in program order: a peer CTA's twin has the same index
+        self.trunk: Task | None = None
         self.cycles = 0
 
     def next_id(self) -> int:
-        return next(self._ids)
+        return next(self.cluster.ids)
+
+    def register(self, allocation) -> None:
+        """Number a shared allocation (buffers or barriers) by its order in this program."""
+        allocation.owner, allocation.seq = self, len(self.allocations)
+        self.allocations.append(allocation)
+
+    @property
+    def exited(self) -> bool:
+        return self.trunk is not None and self.trunk.done
 
     def site(self, task: Task | None, op: str) -> Site:
         file, line, text = user_location()
@@ -192,8 +220,9 @@ class MBarrierState:
 class BarrierArray:
     """What `alloc_barriers` returns: index it (`bars[i]`) for one barrier."""
 
-    def __init__(self, name: str, states: list[MBarrierState]):
+    def __init__(self, name: str, states: list[MBarrierState], init_clock: VectorClock | None = None):
         self.name, self.states = name, states
+        self.init_clock = init_clock or VectorClock()
 
     def __getitem__(self, index) -> "BarrierRef":
         return BarrierRef(self, checked_index(index, len(self.states), self.name, "local_view"))

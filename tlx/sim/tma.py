@@ -33,9 +33,34 @@ def _async_descriptor_load(ctx: OpContext, desc, buf, offsets, barrier, pred, ca
     warpgroup_sync_rule.marked(ctx, "async_descriptor_load", buf.label, warpgroup_sync)
     if not pred_true(pred):
         return
-    check_write(ctx, buf, "async_descriptor_load")
     data = interp.descriptor_load(desc, offsets)
     _same_shape("async_descriptor_load", buf, data)
+    for dest, bar in _destinations(ctx, buf, barrier, multicast_targets):
+        _land_later(ctx, dest, bar, data)
+
+
+def _destinations(ctx: OpContext, buf: BufferView, barrier: BarrierRef, targets) -> list:
+    """(buffer, barrier) pairs the load writes: this CTA's, or with `multicast_targets` the same slot and
+    barrier in each listed CTA of the cluster."""
+    if not targets:
+        return [(buf, barrier)]
+    from .cluster import remote_barrier, remote_buffer
+    ranks = [interp.to_int(t) for t in targets]
+    if len(set(ranks)) != len(ranks):
+        raise TlxCompileError(expected("async_descriptor_load", "multicast_targets", "distinct CTA ranks", ranks))
+    out = []
+    for r in ranks:
+        if r == ctx.program.rank:
+            out.append((buf, barrier))
+        else:
+            out.append((remote_buffer(ctx, buf, r, "async_descriptor_load")[0],
+                        remote_barrier(ctx, barrier, r, "async_descriptor_load")))
+    return out
+
+
+def _land_later(ctx: OpContext, buf: BufferView, barrier: BarrierRef, data: np.ndarray) -> None:
+    """Record the write now and let the scheduler pick when it lands and delivers its bytes."""
+    check_write(ctx, buf, "async_descriptor_load")
     nbytes = int(data.size * data.itemsize)
     component = ("tma", ctx.program.next_id())
     landing_clock = ctx.task.clock.copy()
@@ -44,13 +69,13 @@ def _async_descriptor_load(ctx: OpContext, desc, buf, offsets, barrier, pred, ca
     access = Access(Epoch(component, 1), ctx.site, "async_descriptor_load", landed=False, phase=issue_phase)
     set_write(buf, access)
     expect_site = barrier.state.expect_sites[-1] if barrier.state.expect_sites else None
-    site = ctx.site
+    site, program = ctx.site, ctx.program
 
     def land():
         buf.array()[...] = data
         access.landed = True
-        _deliver(ctx.program, barrier, nbytes, landing_clock, issue_phase, site, expect_site)
-    ctx.program.scheduler.post(AsyncEvent(land, f"TMA load into {buf.label} (barrier {barrier.label})"))
+        _deliver(program, barrier, nbytes, landing_clock, issue_phase, site, expect_site)
+    program.scheduler.post(AsyncEvent(land, f"TMA load into {buf.label} (barrier {barrier.label})"))
 
 
 def _deliver(program, bar: BarrierRef, nbytes: int, clock: VectorClock, issue_phase: int, site: Site,
