@@ -140,6 +140,43 @@ def test_epilogue_split_frees_a_ring_stage():
         gemm.Config("pipelined", 128, 128, 64, 3, SPLIT_K=2, EPI_SPLIT=2)
 
 
+@pytest.mark.parametrize("bt,lean,act", [(False, False, None), (True, True, None), (False, False, "gelu")],
+                         ids=["plain", "b-transposed-lean", "bias-gelu"])
+def test_cluster_gemm_shares_b_by_multicast(bt, lean, act):
+    """CLUSTER=2 on the simulator: two clusters of two CTAs, each CTA loading half of B into both CTAs'
+    stage; 384 rows are three row tiles, so the second pair's rank-1 tile lies wholly past M (zero-filled
+    loads, a clipped store) and its CTA still walks the shared K loop. Several tiles per program."""
+    from tlx.sim import SimOptions
+    a = torch.randn(384, 192, dtype=torch.float16)
+    b = torch.randn(384, 192, dtype=torch.float16).T if bt else torch.randn(192, 384, dtype=torch.float16)
+    bias = torch.randn(384, dtype=torch.float16) if act else None
+    c = torch.full((384, 384), float("nan"), dtype=torch.float16)
+    cfg = gemm.Config("persistent", 128, 128, 64, 2, CLUSTER=2, LEAN_SYNC=lean)
+    args, grid, meta = gemm.launch_args(a, b, c, cfg, bias, act, programs=4)
+    assert grid == (4,) and meta["ctas_per_cga"] == (2, 1, 1)
+    report = gemm.KERNELS["persistent"][grid](*args, backend="sim", sim_options=SimOptions(schedules=3), **meta)
+    assert report.ok
+    ref = a.double() @ b.double()
+    if act:
+        ref = F.gelu(ref + bias.double())
+    assert rel_err(c, ref) <= 1e-2
+
+
+def test_cluster_gemm_runs_through_the_op_and_is_refused_on_the_gpu():
+    a = torch.randn(256, 128, dtype=torch.float16)
+    b = torch.randn(128, 256, dtype=torch.float16)
+    cfg = gemm.Config("persistent", 128, 128, 64, 2, CLUSTER=2)
+    c = gemm.matmul(a, b, cfg, backend="sim", programs=2)
+    assert rel_err(c, a.double() @ b.double()) <= 1e-2
+    args, grid, meta = gemm.launch_args(a, b, torch.empty(256, 256, dtype=torch.float16), cfg, programs=2)
+    with pytest.raises(tlx.TlxLaunchError, match=r"'ctas_per_cga' must be None or \(1, 1, 1\) on the GPU"):
+        gemm.KERNELS["persistent"].prepare(*args, grid=grid, backend="gluon", **meta)
+    for bad, msg in [(dict(kernel="pingpong", BN=128), "'CLUSTER' must be 1 or 2, and 2 only for the persistent"),
+                     (dict(STREAM_K=True, NO_ZERO_FILL=True), "without STREAM_K"), (dict(CLUSTER=4), "got 4")]:
+        with pytest.raises(tlx.ConfigRejected, match=msg):
+            gemm.Config(**{"CLUSTER": 2, **bad})
+
+
 @pytest.mark.parametrize("causal,window,cfg", [
     (False, None, attention.Config(BM=192, PINGPONG=True)),
     (True, None, attention.Config(BM=192, PIPELINE=True, PINGPONG=True, PERSISTENT=True, PROGRAMS=2)),

@@ -4,7 +4,8 @@ Kernels behind one host wrapper (`matmul`), a table (`default_config`) picks one
 - `matmul_persistent_kernel`: persistent, warp-specialized, cooperative: a TMA producer task and two
   consumer warp groups that each own half of every 128-row tile. With `Config.STREAM_K` the last
   wave's tiles are split by K steps over every program (stream-K) and finished through an fp32
-  workspace and global flags.
+  workspace and global flags. With `Config.CLUSTER=2` two-CTA clusters share B's tile by TMA
+  multicast (simulator only so far).
 - `matmul_pingpong_kernel`: persistent, warp-specialized; the consumers own whole tiles, alternately.
 - `matmul_ws_kernel`: warp-specialized, one tile per program (the TLX_API.md example).
 - `matmul_pipelined_kernel`: no warp specialization; a STAGES-deep TMA ring issued ahead of the
@@ -180,11 +181,29 @@ def load_tile(desc, buf, row, col, bar, TRANSPOSED: tl.constexpr):
 
 
 @tlx.jit
+def load_b_half(b_desc, b_buf, bar, k_row, off_n, rank, BN: tl.constexpr, BK: tl.constexpr, B_T: tl.constexpr):
+    """A two-CTA cluster's B tile, as CUTLASS shares it: each CTA loads the half of its rank and multicasts
+    it into the same stage of both CTAs, so each CTA's full barrier receives the whole tile and B crosses
+    from L2 once per cluster."""
+    PART: tl.constexpr = BN // 2
+    for part in tl.static_range(2):
+        if part == rank:
+            if B_T:
+                tlx.async_descriptor_load(b_desc, tlx.local_slice(b_buf, (part * PART, 0), (PART, BK)),
+                                          [off_n + part * PART, k_row], bar, multicast_targets=[0, 1])
+            else:
+                tlx.async_descriptor_load(b_desc, tlx.local_slice(b_buf, (0, part * PART), (BK, PART)),
+                                          [k_row, off_n + part * PART], bar, multicast_targets=[0, 1])
+
+
+@tlx.jit
 def load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m, off_n, kb, ke, cnt,
                  HALF: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, A_T: tl.constexpr,
-                 B_T: tl.constexpr):
+                 B_T: tl.constexpr, rank=0, CLUSTER: tl.constexpr = 1):
     """Producer: K steps [kb, ke) of tile (off_m, off_n) into the ring from use `cnt` on: A in two halves,
-    one per consumer, B once for both. Returns the ring count after them."""
+    one per consumer, B once for both (CLUSTER=2: each CTA loads half of B, multicast into both; empty_b
+    then counts both CTAs' consumers, so neither CTA's stage is refilled while the other still reads it).
+    Returns the ring count after them."""
     dtype = tlx.dtype_of(a_desc)
     for k in range(kb, ke):
         s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
@@ -194,7 +213,10 @@ def load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_
             load_tile(a_desc, a_bufs[s + STAGES * h], off_m + h * HALF, k * BK, full_a[s + STAGES * h], A_T)
         tlx.barrier_wait(empty_b[s], p ^ 1)
         tlx.barrier_expect_bytes(full_b[s], BK * BN * tlx.size_of(dtype))
-        load_tile(b_desc, b_bufs[s], k * BK, off_n, full_b[s], B_T)
+        if CLUSTER > 1:
+            load_b_half(b_desc, b_bufs[s], full_b[s], k * BK, off_n, rank, BN, BK, B_T)
+        else:
+            load_tile(b_desc, b_bufs[s], k * BK, off_n, full_b[s], B_T)
         cnt += 1
     return cnt
 
@@ -202,11 +224,12 @@ def load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_
 @tlx.jit
 def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k_fresh, cnt, cid,
                 STAGES: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
-                LEAN_SYNC: tl.constexpr):
+                LEAN_SYNC: tl.constexpr, rank=0, CLUSTER: tl.constexpr = 1):
     """Consumer `cid`: acc (+)= its half of A times B over K steps [kb, ke), ring use `cnt` on, one wgmma
     kept in flight; every stage released once its wgmma retired. NO_ZERO_FILL: step k_fresh ignores
     acc (kb, or none when acc holds partial sums to continue). LEAN_SYNC: no warp-group bar.sync
-    before the waits and releases (only retired wgmmas read the ring: barrier_arrive's warpgroup_sync)."""
+    before the waits and releases (only retired wgmmas read the ring: barrier_arrive's warpgroup_sync).
+    CLUSTER=2: a B stage is released in both CTAs (the other CTA's producer multicasts into it too)."""
     for k in range(kb, ke):
         s, p = tlx.warp_spec.get_bufidx_phase(cnt, STAGES)
         tlx.barrier_wait(full_a[s + STAGES * cid], p, warpgroup_sync=not LEAN_SYNC)
@@ -219,11 +242,15 @@ def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k
             prev = (cnt - 1) % STAGES
             tlx.barrier_arrive(empty_a[prev + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
             tlx.barrier_arrive(empty_b[prev], warpgroup_sync=not LEAN_SYNC)
+            if CLUSTER > 1:
+                tlx.barrier_arrive(empty_b[prev], remote_cta_rank=1 - rank, warpgroup_sync=not LEAN_SYNC)
         cnt += 1
     acc = tlx.async_dot_wait(0, acc)
     last = (cnt - 1) % STAGES
     tlx.barrier_arrive(empty_a[last + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
     tlx.barrier_arrive(empty_b[last], warpgroup_sync=not LEAN_SYNC)
+    if CLUSTER > 1:
+        tlx.barrier_arrive(empty_b[last], remote_cta_rank=1 - rank, warpgroup_sync=not LEAN_SYNC)
     return acc, cnt
 
 
@@ -344,12 +371,20 @@ def stamp(trace_ptr, cid, slot, TRACE: tl.constexpr):
 
 
 @tlx.jit
+def cluster_tile(unit, rank, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr, CLUSTER: tl.constexpr):
+    """The tile of work unit `unit` for CTA `rank` of its cluster: units are CLUSTER x 1 blocks of tiles in
+    grouped order, so a cluster's CTAs share off_n (and B) and take consecutive row blocks."""
+    off_m, off_n = grouped_tile(unit, M, N, BM * CLUSTER, BN, GROUP_M)
+    return off_m + rank * BM, off_n
+
+
+@tlx.jit
 def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr, trace_ptr, M, N, K, SK_TILES,
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
                              GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
                              HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
                              STREAM_K: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                             EPI_SPLIT: tl.constexpr = 1):
+                             EPI_SPLIT: tl.constexpr = 1, CLUSTER: tl.constexpr = 1):
     """Persistent cooperative warp-specialized GEMM: one TMA producer task walks every tile of this
     program and fills a STAGES-deep ring; two consumer warp groups split each BM tile in halves.
     A consumer's TMA store of tile t overlaps the producer's loads (and its own wgmma) of tile t+1.
@@ -366,7 +401,12 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     last: a program waits only on the one before it, which is resident (one program per SM) or
     already done (the CPU simulator runs programs in order).
     TRACE: each consumer stamps the global timer into trace_ptr (stamp): its start, the end of its
-    data-parallel tiles, each stream-K segment's start, partial taken and K steps done, its end."""
+    data-parallel tiles, each stream-K segment's start, partial taken and K steps done, its end.
+    CLUSTER=2 (launched in two-CTA clusters; the simulator only so far, docs/cluster_feasibility.md):
+    the two CTAs of a cluster walk the same units of two row-adjacent tiles (cluster_tile), each loads
+    its own A and half of the shared B tile, multicast into both CTAs (load_b_half), and the consumers
+    release every B stage in both CTAs. Cluster barriers after the barriers exist and before
+    the end keep each CTA's shared memory valid while the other reaches into it."""
     c_dtype = tlx.dtype_of(c_desc)
     dtype = tlx.dtype_of(a_desc)
     HALF: tl.constexpr = BM // 2
@@ -382,18 +422,23 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     full_a = tlx.alloc_barriers(2 * STAGES)
     full_b = tlx.alloc_barriers(STAGES)
     empty_a = tlx.alloc_barriers(2 * STAGES)
-    empty_b = tlx.alloc_barriers(STAGES, arrive_count=2)
-    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    empty_b = tlx.alloc_barriers(STAGES, arrive_count=2 * CLUSTER)     # every consumer of the cluster reads B
+    num_tiles = tl.cdiv(M, BM * CLUSTER) * tl.cdiv(N, BN)              # work units (a tile per CTA)
     dp_tiles = num_tiles - SK_TILES if STREAM_K else num_tiles
     k_tiles = tl.cdiv(K, BK)
-    first = tl.program_id(0)
+    first = tl.program_id(0) // CLUSTER
+    if CLUSTER > 1:
+        rank = tlx.cluster_cta_rank()
+        tlx.cluster_barrier()                    # the other CTA's barriers exist before anything reaches them
+    else:
+        rank = 0
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cnt = 0
-            for tile in range(first, dp_tiles, NUM_SMS):
-                off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
+            for tile in range(first, dp_tiles, NUM_SMS // CLUSTER):
+                off_m, off_n = cluster_tile(tile, rank, M, N, BM, BN, GROUP_M, CLUSTER)
                 cnt = load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m, off_n,
-                                   0, k_tiles, cnt, HALF, BK, BN, STAGES, A_T, B_T)
+                                   0, k_tiles, cnt, HALF, BK, BN, STAGES, A_T, B_T, rank, CLUSTER)
             if STREAM_K:
                 u0, u1, segments = stream_k_range(SK_TILES, k_tiles, NUM_SMS)
                 for i in range(segments):
@@ -407,12 +452,12 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
             cnt = 0
             if NO_ZERO_FILL:                     # zeroed once: each tile's first wgmma ignores it
                 acc = tl.zeros((HALF, BN), dtype=tl.float32)
-            for tile in range(first, dp_tiles, NUM_SMS):
-                off_m, off_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
+            for tile in range(first, dp_tiles, NUM_SMS // CLUSTER):
+                off_m, off_n = cluster_tile(tile, rank, M, N, BM, BN, GROUP_M, CLUSTER)
                 if not NO_ZERO_FILL:
                     acc = tl.zeros((HALF, BN), dtype=tl.float32)
                 acc, cnt = mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, 0, k_tiles, 0, cnt,
-                                       cid, STAGES, A_T, B_T, NO_ZERO_FILL, LEAN_SYNC)
+                                       cid, STAGES, A_T, B_T, NO_ZERO_FILL, LEAN_SYNC, rank, CLUSTER)
                 store_tile(acc, c_desc, c_bufs, bias_ptr, off_m, off_n, N, cid, HALF, BN, HAS_BIAS, ACTIVATION,
                            EPI_SPLIT)
             stamp(trace_ptr, cid, 1, TRACE)
@@ -434,6 +479,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                                    ACTIVATION, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)
             stamp(trace_ptr, cid, TRACE_SLOTS - 1, TRACE)
+    if CLUSTER > 1:
+        tlx.cluster_barrier()                    # neither CTA leaves while the other may still reach into it
 
 
 @tlx.jit
@@ -541,6 +588,8 @@ class Config:
     #                              pipelined: one CTA barrier per K step instead of four
     EPI_SPLIT: int = 1           # persistent and pipelined: C stored in EPI_SPLIT column chunks through one staging
     #                              buffer that size (store_split), so 128x256 tiles fit a fourth ring stage
+    CLUSTER: int = 1             # "persistent": 2 runs two-CTA clusters sharing B by multicast (simulator only so
+    #                              far: the GPU backend refuses the launch; docs/cluster_feasibility.md)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
@@ -564,6 +613,9 @@ class Config:
         if self.EPI_SPLIT != 1 and (self.SPLIT_K != 1 or self.STREAM_K):
             raise ConfigRejected("gemm.Config: 'EPI_SPLIT' does not combine with SPLIT_K or STREAM_K (their fp32 "
                                  "partials keep whole tiles)")
+        if self.CLUSTER not in (1, 2) or (self.CLUSTER == 2 and (self.kernel != "persistent" or self.STREAM_K)):
+            raise ConfigRejected(f"gemm.Config: 'CLUSTER' must be 1 or 2, and 2 only for the persistent kernel "
+                                 f"without STREAM_K, got {self.CLUSTER} for {self.kernel!r}")
         if self.STREAM_K and (self.kernel != "persistent" or not self.NO_ZERO_FILL):
             raise ConfigRejected(f"gemm.Config: 'STREAM_K' needs the persistent kernel with NO_ZERO_FILL (the "
                                  f"accumulator carried from tile to tile), got {self.kernel!r}, "
@@ -574,7 +626,7 @@ class Config:
         group = "" if self.GROUP_M == 8 else f"-g{self.GROUP_M}"
         flags = ("-pin" if self.PIN_PROLOGUE else "") + ("-noacc0" if self.NO_ZERO_FILL else "") + \
             ("-streamk" if self.STREAM_K else "") + ("-lean" if self.LEAN_SYNC else "") + \
-            (f"-epi{self.EPI_SPLIT}" if self.EPI_SPLIT != 1 else "")
+            (f"-epi{self.EPI_SPLIT}" if self.EPI_SPLIT != 1 else "") + (f"-c{self.CLUSTER}" if self.CLUSTER != 1 else "")
         return f"{self.kernel}-{self.BM}x{self.BN}x{self.BK}s{self.STAGES}w{self.num_warps}{group}{split}{flags}"
 
     def shared_bytes(self, in_bytes: int, out_bytes: int) -> int:
@@ -686,8 +738,9 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
         raise ConfigRejected(f"gemm: transposed operands need a persistent kernel, got {cfg.kernel!r}")
     a_desc = tlx.TensorDescriptor.from_tensor(a.T, [cfg.BK, rows]) if a_t else \
         tlx.TensorDescriptor.from_tensor(a, [rows, cfg.BK])
-    b_desc = tlx.TensorDescriptor.from_tensor(b.T, [cfg.BN, cfg.BK]) if b_t else \
-        tlx.TensorDescriptor.from_tensor(b, [cfg.BK, cfg.BN])
+    b_cols = cfg.BN // cfg.CLUSTER                     # a cluster's CTAs load B's tile in parts (load_b_half)
+    b_desc = tlx.TensorDescriptor.from_tensor(b.T, [b_cols, cfg.BK]) if b_t else \
+        tlx.TensorDescriptor.from_tensor(b, [cfg.BK, b_cols])
     c_desc = tlx.TensorDescriptor.from_tensor(c, [rows, cfg.BN // cfg.EPI_SPLIT])
     tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     meta = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, STAGES=cfg.STAGES, GROUP_M=cfg.GROUP_M)
@@ -705,6 +758,11 @@ def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int 
             raise ValueError(f"gemm.launch_args: 'trace' must be int64 with {sms} x 2 x {TRACE_SLOTS} elements, got "
                              f"{trace.dtype} with {trace.numel()}")
         meta.update(STREAM_K=sk_tiles > 0, TRACE=trace is not None, EPI_SPLIT=cfg.EPI_SPLIT)
+        if cfg.CLUSTER > 1:                            # whole clusters, each on one work unit per round
+            units = triton.cdiv(M, cfg.BM * cfg.CLUSTER) * triton.cdiv(N, cfg.BN)
+            clusters = max(1, min(units, sms // cfg.CLUSTER))
+            meta.update(CLUSTER=cfg.CLUSTER, NUM_SMS=clusters * cfg.CLUSTER, ctas_per_cga=(cfg.CLUSTER, 1, 1))
+            grid = (clusters * cfg.CLUSTER,)
         ws, flags = stream_k_workspace(sk_tiles, cfg, a.device) if sk_tiles else (c, c)
         return (a_desc, b_desc, c_desc, bias_arg, ws, flags, c if trace is None else trace, M, N, K, sk_tiles), \
             grid, meta

@@ -12,7 +12,7 @@ from . import interp, warpgroup_sync
 from .errors import AsyncDotError, OverwriteBeforeReleaseError, ReadBeforeWaitError
 from .rules import OpContext, sim_rule
 from .sites import allocation_name
-from .state import Access, BarrierArray, BufferRing, BufferView, SharedAlloc
+from .state import Access, BarrierArray, BufferRing, BufferView, SharedAlloc, SlotState
 
 
 
@@ -20,17 +20,34 @@ def current_epoch(ctx: OpContext):
     return ctx.task.clock.epoch(ctx.task.component)
 
 
+def _tracked(buf: BufferView):
+    """(the states whose writes a read or write of `buf` meets, the state that records it): a view through
+    `local_slice` is a part of its slot with its own history (parts are taken to be disjoint, as the
+    halves two CTAs of a cluster fill); any other view is the whole slot, which meets every part."""
+    slot, region = buf.state, buf.region
+    if region is None:
+        return [slot, *slot.parts.values()], slot
+    part = slot.parts.get(region)
+    if part is None:
+        part = slot.parts[region] = SlotState(slot.last_write)
+    return [slot, part], part
+
+
 def record_read(ctx: OpContext, buf: BufferView, what: str) -> None:
-    """Rule 2: the last write to the slot must have landed and be visible to this task."""
-    slot = buf.state
-    w = slot.last_write
-    if not w.landed or not ctx.task.clock.covers(w.epoch):
-        state = "is still in flight" if not w.landed else "is not ordered before this read"
-        ctx.report(ReadBeforeWaitError(
-            f"{what} reads {buf.label} but its last write ({w.what}) {state}", ctx.site,
-            target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
-            details="wait on the barrier that the write completes (its 'full' barrier, this phase) before reading"))
-    slot.reads[ctx.task.component] = Access(current_epoch(ctx), ctx.site, what)
+    """Rule 2: the last write to the slot (each part of it the view covers) must have landed and be visible
+    to this task."""
+    states, own = _tracked(buf)
+    for st in states if buf.region is None else states[1:]:
+        w = st.last_write
+        if not w.landed or not ctx.task.clock.covers(w.epoch):
+            state = "is still in flight" if not w.landed else "is not ordered before this read"
+            ctx.report(ReadBeforeWaitError(
+                f"{what} reads {buf.label} but its last write ({w.what}) {state}", ctx.site,
+                target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
+                details="wait on the barrier that the write completes (its 'full' barrier, this phase) before "
+                        "reading"))
+            break
+    own.reads[ctx.task.component] = Access(current_epoch(ctx), ctx.site, what)
 
 
 def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
@@ -45,13 +62,16 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
             f"{what} overwrites {buf.label} while a TMA store still reads it", ctx.site,
             target=buf.alloc.name, slot=buf.slot, other=rec.site,
             details="call async_descriptor_store_wait before reusing the store's source buffer"))
-    w = slot.last_write
-    if not w.landed or not task.clock.covers(w.epoch):
-        ctx.report(OverwriteBeforeReleaseError(
-            f"{what} overwrites {buf.label} before its previous fill ({w.what}) was observed", ctx.site,
-            target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
-            details="wait on the slot's 'empty' barrier (released by its readers) before refilling it"))
-    for r in slot.reads.values():
+    states, _ = _tracked(buf)
+    for st in states if buf.region is None else states[1:]:       # the fills this write replaces
+        w = st.last_write
+        if not w.landed or not task.clock.covers(w.epoch):
+            ctx.report(OverwriteBeforeReleaseError(
+                f"{what} overwrites {buf.label} before its previous fill ({w.what}) was observed", ctx.site,
+                target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
+                details="wait on the slot's 'empty' barrier (released by its readers) before refilling it"))
+            break
+    for r in (r for st in states for r in st.reads.values()):     # a read of the whole slot meets every part
         if not task.clock.covers(r.epoch):
             ctx.report(OverwriteBeforeReleaseError(
                 f"{what} overwrites {buf.label} while a reader may still use it (no release since its read)",
@@ -68,8 +88,11 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
 
 
 def set_write(buf: BufferView, access: Access) -> None:
-    buf.state.last_write = access
-    buf.state.reads = {}
+    _, own = _tracked(buf)
+    own.last_write = access
+    own.reads = {}
+    if own is buf.state:                         # the whole slot: its parts' histories end here
+        own.parts = {}
 
 
 @sim_rule("local_alloc")

@@ -87,6 +87,7 @@ class SlotState:
     dot_readers: list = field(default_factory=list)     # outstanding async_dot records reading this slot
     store_readers: list = field(default_factory=list)   # outstanding TMA stores reading this slot
     guards: set = field(default_factory=set)            # barriers its writers waited on ("empty" barriers)
+    parts: dict = field(default_factory=dict)           # (offset, shape) of a local_slice -> that part's SlotState
 
 
 class SharedAlloc:
@@ -152,6 +153,12 @@ class BufferView:
     @property
     def state(self) -> SlotState:
         return self.alloc.slots[self.slot]
+
+    @property
+    def region(self) -> tuple | None:
+        """The part of the slot a `local_slice` view covers, (offset, shape); None: the whole slot."""
+        t = self.transforms[0] if self.transforms else None
+        return (t[1], t[2]) if t is not None and t[0] == "slice" else None
 
     @property
     def label(self) -> str:
