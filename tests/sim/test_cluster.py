@@ -16,17 +16,20 @@ R, C = 16, 32                      # one tile
 
 
 @tlx.jit
-def multicast_copy(desc, out_ptr, N_TILES: tl.constexpr, BUG: tl.constexpr):
+def multicast_copy(desc, out_ptr, N_TILES: tl.constexpr, BUG: tl.constexpr, IN_TASKS: tl.constexpr = False):
     """Each CTA writes every tile it received to its own part of `out` (by program id: the interpreter's
-    program id must follow whichever CTA's task runs)."""
+    program id must follow whichever CTA's task runs). IN_TASKS: the cluster barriers open and close every
+    task instead of the region (the form a GPU lowering emits without touching the workers' entry)."""
     rank = tlx.cluster_cta_rank()
     bufs = tlx.local_alloc((R, C), tl.float32, 2)
     full = tlx.alloc_barriers(2)
     empty = tlx.alloc_barriers(2, arrive_count=1 if BUG == 3 else 2)   # both CTAs' consumers release a slot
-    if BUG != 1:
+    if BUG != 1 and not IN_TASKS:
         tlx.cluster_barrier()                     # the peer's barriers exist before anything reaches them
     with tlx.async_tasks():
         with tlx.async_task("default"):           # producer
+            if IN_TASKS:
+                tlx.cluster_barrier()
             for t in range(N_TILES):
                 s, p = tlx.warp_spec.get_bufidx_phase(t, 2)
                 tlx.barrier_wait(empty[s], p ^ 1)
@@ -34,7 +37,11 @@ def multicast_copy(desc, out_ptr, N_TILES: tl.constexpr, BUG: tl.constexpr):
                 if rank == 0:
                     tlx.async_descriptor_load(desc, bufs[s], [t * R, 0], full[s],  # BUG:entry
                                               multicast_targets=[0, 1])
+            if IN_TASKS:
+                tlx.cluster_barrier()
         with tlx.async_task(num_warps=4):         # consumer
+            if IN_TASKS:
+                tlx.cluster_barrier()
             offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
             for t in range(N_TILES):
                 s, p = tlx.warp_spec.get_bufidx_phase(t, 2)
@@ -44,21 +51,24 @@ def multicast_copy(desc, out_ptr, N_TILES: tl.constexpr, BUG: tl.constexpr):
                 tlx.barrier_arrive(empty[s])
                 if BUG != 3:
                     tlx.barrier_arrive(empty[s], remote_cta_rank=1 - rank)
-    if BUG != 2:
+            if IN_TASKS:
+                tlx.cluster_barrier()
+    if BUG != 2 and not IN_TASKS:
         tlx.cluster_barrier()                     # no CTA leaves while the other may still arrive on it
 
 
-def run(bug, n_tiles=4, clusters=1, **options):
+def run(bug, n_tiles=4, clusters=1, in_tasks=False, **options):
     x = torch.randn(n_tiles * R, C)
     out = torch.full((clusters * 2 * n_tiles * R, C), float("nan"))
     report = multicast_copy[(2 * clusters,)](TensorDescriptor.from_tensor(x, [R, C]), out, n_tiles, BUG=bug,
-                                             ctas_per_cga=(2, 1, 1), backend="sim",
+                                             IN_TASKS=in_tasks, ctas_per_cga=(2, 1, 1), backend="sim",
                                              sim_options=tlx.sim.SimOptions(**options))
     return x, out, report
 
 
-def test_multicast_ring_is_clean_under_many_schedules():
-    x, out, report = run(0, clusters=2, schedules=6)
+@pytest.mark.parametrize("in_tasks", [False, True], ids=["trunk-barriers", "task-barriers"])
+def test_multicast_ring_is_clean_under_many_schedules(in_tasks):
+    x, out, report = run(0, clusters=2, in_tasks=in_tasks, schedules=6)
     assert report.ok
     for cta in range(4):                                   # both CTAs of both clusters got every tile
         assert torch.equal(out[cta * 4 * R:(cta + 1) * 4 * R], x), cta
@@ -102,7 +112,8 @@ def test_local_only_release_lets_the_multicast_overwrite_a_slot_in_use():
     assert races and races[0].program_id == (0, 0, 0), report.render()
 
 
-def test_cluster_barrier_inside_a_task_is_reported():
+def test_cluster_barrier_in_one_task_only_never_completes():
+    """The other task's warps never arrive (they wait at the region's end): a deadlock, as on the GPU."""
     @tlx.jit
     def barrier_in_task(out_ptr):
         with tlx.async_tasks():
@@ -110,7 +121,7 @@ def test_cluster_barrier_inside_a_task_is_reported():
                 tlx.cluster_barrier()
             with tlx.async_task(num_warps=4):
                 tl.store(out_ptr + tl.arange(0, 4), tl.zeros((4,), tl.float32))
-    with pytest.raises(tlx.sim.ClusterProtocolError, match="cluster_barrier inside an async_task"):
+    with pytest.raises(tlx.sim.DeadlockError, match="cluster_barrier"):
         barrier_in_task[(2,)](torch.zeros(4), ctas_per_cga=(2, 1, 1), backend="sim")
 
 

@@ -371,6 +371,16 @@ def stamp(trace_ptr, cid, slot, TRACE: tl.constexpr):
 
 
 @tlx.jit
+def cluster_sync(CLUSTER: tl.constexpr):
+    """CLUSTER > 1: a cluster barrier, called at the start of every task (the other CTA's mbarriers exist
+    before anything reaches them) and at its end (neither CTA exits while the other may still reach into
+    it). In the tasks, not the trunk: every warp of both CTAs must arrive, and the workers' warps never
+    run the trunk's code."""
+    if CLUSTER > 1:
+        tlx.cluster_barrier()
+
+
+@tlx.jit
 def cluster_tile(unit, rank, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr, CLUSTER: tl.constexpr):
     """The tile of work unit `unit` for CTA `rank` of its cluster: units are CLUSTER x 1 blocks of tiles in
     grouped order, so a cluster's CTAs share off_n (and B) and take consecutive row blocks."""
@@ -405,8 +415,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     CLUSTER=2 (launched in two-CTA clusters; the simulator only so far, docs/cluster_feasibility.md):
     the two CTAs of a cluster walk the same units of two row-adjacent tiles (cluster_tile), each loads
     its own A and half of the shared B tile, multicast into both CTAs (load_b_half), and the consumers
-    release every B stage in both CTAs. Cluster barriers after the barriers exist and before
-    the end keep each CTA's shared memory valid while the other reaches into it."""
+    release every B stage in both CTAs. Cluster barriers opening and closing every task (cluster_sync)
+    keep each CTA's shared memory valid while the other reaches into it."""
     c_dtype = tlx.dtype_of(c_desc)
     dtype = tlx.dtype_of(a_desc)
     HALF: tl.constexpr = BM // 2
@@ -429,11 +439,11 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     first = tl.program_id(0) // CLUSTER
     if CLUSTER > 1:
         rank = tlx.cluster_cta_rank()
-        tlx.cluster_barrier()                    # the other CTA's barriers exist before anything reaches them
     else:
         rank = 0
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
+            cluster_sync(CLUSTER)
             cnt = 0
             for tile in range(first, dp_tiles, NUM_SMS // CLUSTER):
                 off_m, off_n = cluster_tile(tile, rank, M, N, BM, BN, GROUP_M, CLUSTER)
@@ -446,7 +456,9 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                     off_m, off_n = grouped_tile(dp_tiles + t, M, N, BM, BN, GROUP_M)
                     cnt = load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, off_m,
                                        off_n, kb, ke, cnt, HALF, BK, BN, STAGES, A_T, B_T)
+            cluster_sync(CLUSTER)
         with tlx.async_task(num_warps=4, registers=232, replicate=2):    # consumers
+            cluster_sync(CLUSTER)
             cid = tlx.async_task_replica_id()
             stamp(trace_ptr, cid, 0, TRACE)
             cnt = 0
@@ -479,8 +491,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
                                    ACTIVATION, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)
             stamp(trace_ptr, cid, TRACE_SLOTS - 1, TRACE)
-    if CLUSTER > 1:
-        tlx.cluster_barrier()                    # neither CTA leaves while the other may still reach into it
+            cluster_sync(CLUSTER)
 
 
 @tlx.jit

@@ -17,8 +17,8 @@ from .rules import OpContext, sim_rule
 from .scheduler import Wait
 from .state import BarrierRef, BufferView, ProgramState
 
-_ENTRY_EXIT = ("call tlx.cluster_barrier() in every CTA after its barriers are allocated (before the "
-               "async_tasks region) and again before the kernel ends")
+_ENTRY_EXIT = ("call tlx.cluster_barrier() in every CTA after its barriers are allocated (in the trunk, or at the "
+               "start of every async_task) and again before the kernel ends (or at the end of every async_task)")
 
 
 @sim_rule("cluster_cta_rank")
@@ -33,28 +33,33 @@ def _cluster_size_1d(ctx: OpContext):
 
 @sim_rule("cluster_barrier", yields=True)
 def _cluster_barrier(ctx: OpContext):
-    """Every thread of every CTA arrives; inside an async_tasks region the other tasks' warps never do
-    (on the GPU a hang), so only the kernel's trunk may call it."""
-    if ctx.task.index is not None:
-        ctx.report(ClusterProtocolError(
-            f"cluster_barrier inside an async_task ({ctx.task.label}): every thread of the cluster must arrive, "
-            "and the other tasks' warps never do", ctx.site, details=_ENTRY_EXIT))
-        return
+    """Every thread of every CTA of the cluster arrives: outside an async_tasks region a CTA's trunk,
+    inside one every task of the region (a task that finished without arriving still holds its warps,
+    so the round never completes: a deadlock, as on the GPU)."""
     cluster, st = ctx.program.cluster, ctx.program.cluster.barrier
     generation = st.generation
-    st.arrived += 1
-    st.arrivers.append(ctx.task.label)
+    st.arrivers.append(ctx.task)
     st.clock.join(ctx.task.clock)
     ctx.task.release()
-    live = sum(not p.exited for p in cluster.programs)          # an exited CTA's threads no longer count
-    if st.arrived >= live:
-        st.generation += 1
-        st.last_clock, st.clock = st.clock, type(st.clock)()
-        st.arrived, st.arrivers = 0, []
+    _complete_round(cluster)
     ctx.program.scheduler.block_until(ctx.task, Wait(
-        ready=lambda: st.generation != generation,
-        describe=lambda: f"cluster_barrier(); arrived: {st.arrivers}", site=ctx.site))
+        ready=lambda: st.generation != generation or _complete_round(cluster),
+        describe=lambda: f"cluster_barrier(); arrived: {[t.label for t in st.arrivers]}, never arriving: "
+                         f"{[t.label for p in cluster.programs for t in p.thread_groups() if t not in st.arrivers]}"
+                         " (every task of an async_tasks region holds warps that must arrive)", site=ctx.site))
     ctx.task.clock.join(st.last_clock)
+
+
+def _complete_round(cluster) -> bool:
+    """Close the open round once every thread group of the cluster has arrived."""
+    st = cluster.barrier
+    groups = [t for p in cluster.programs for t in p.thread_groups()]
+    if not st.arrivers or any(t not in st.arrivers for t in groups):
+        return False
+    st.generation += 1
+    st.last_clock, st.clock = st.clock, type(st.clock)()
+    st.arrivers = []
+    return True
 
 
 def peer(ctx: OpContext, rank, op: str) -> ProgramState:

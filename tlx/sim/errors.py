@@ -98,8 +98,8 @@ class BarrierProtocolError(ProtocolError):
 
 class ClusterProtocolError(BarrierProtocolError):
     """A cluster op reaching another CTA's shared memory when that is not safe: before the peer's
-    allocation is ordered before it (no cluster_barrier after the barriers' initialization), after the
-    peer exited (no cluster_barrier before the end), or a cluster_barrier that not every thread reaches."""
+    allocation is ordered before it (no cluster_barrier after the barriers' initialization), or after
+    the peer exited (no cluster_barrier before the end)."""
     rule = "cluster"
 
 

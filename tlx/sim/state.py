@@ -27,7 +27,7 @@ class ClusterState:
         self.programs: list[ProgramState] = []          # by rank
         self.scheduler = Scheduler(seed, max_switches)
         self.ids = itertools.count()
-        self.barrier = NamedBarrierState()
+        self.barrier = NamedBarrierState()           # `arrivers` holds the arrived tasks of the open round
 
 
 class ProgramState:
@@ -43,6 +43,7 @@ class ProgramState:
         self.named_barriers: dict[int, NamedBarrierState] = {}
         self.allocations: list = []   # shared allocations in program order: a peer CTA's twin has the same index
         self.trunk: Task | None = None
+        self.region: list | None = None   # the tasks of the running async_tasks region (they hold the CTA's warps)
         self.cycles = 0
 
     def next_id(self) -> int:
@@ -56,6 +57,13 @@ class ProgramState:
     @property
     def exited(self) -> bool:
         return self.trunk is not None and self.trunk.done
+
+    def thread_groups(self) -> list:
+        """The tasks that hold this CTA's threads now: the region's tasks (finished ones too: their warps
+        wait at the region's end), else the trunk until the kernel returns."""
+        if self.region is not None:
+            return self.region
+        return [] if self.trunk is None or self.trunk.done else [self.trunk]
 
     def site(self, task: Task | None, op: str) -> Site:
         file, line, text = user_location()

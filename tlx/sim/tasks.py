@@ -39,9 +39,11 @@ def _warp_specialize(ctx: OpContext, partitions, worker_num_warps, worker_num_re
         child = Task(ctx.program, index, replica, n, trunk.clock.copy())
         scheduler.spawn(child, fn, tuple(args))
         children.append(child)
+    ctx.program.region = children                  # the region's tasks now hold the CTA's warps (cluster_barrier)
     scheduler.block_until(trunk, Wait(ready=lambda: all(c.done for c in children),
                                       describe=lambda: "the end of its async_tasks region", site=ctx.site,
                                       joins_children=True))
+    ctx.program.region = None
     for child in children:
         trunk.clock.join(child.clock)
     trunk.release()
