@@ -8,9 +8,11 @@ import argparse
 import datetime
 import json
 import math
+import os
 import re
 import statistics
 import sys
+from dataclasses import replace
 
 import torch
 import triton
@@ -96,8 +98,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="time only the configurations whose name matches this regex")
     ap.add_argument("--dtypes", default="bfloat16,float16", help="input dtypes, comma-separated")
+    ap.add_argument("--cluster", action="store_true", help="also time each chosen persistent configuration with "
+                    "CLUSTER=2 (two-CTA clusters sharing B by multicast; sets TLX_EXPERIMENTAL_CLUSTERS=1)")
     args = ap.parse_args()
     configs = [c for c in gemm.configs() if re.search(args.only, c.name())]
+    if args.cluster:
+        os.environ["TLX_EXPERIMENTAL_CLUSTERS"] = "1"
+        configs += [replace(c, CLUSTER=2) for c in configs if c.kernel == "persistent" and not c.STREAM_K]
     rows = []
     for dtype in (getattr(torch, name) for name in args.dtypes.split(",")):
         for shape in SHAPES:

@@ -132,14 +132,20 @@ def _cluster(x_ptr):
     r = tlx.cluster_cta_rank()
 
 
-def test_cluster_ops_raise_unsupported():
-    with pytest.raises(Exception, match=r"tlx.cluster_cta_rank is not supported on the gluon backend"):
-        _compile(_cluster, torch.empty(4))
+@tlx.jit
+def _remote_view(x_ptr):
+    bars = tlx.alloc_barriers(1)
+    tlx.remote_view(bars[0], 1)
+
+
+def test_remote_view_is_unsupported_on_the_gpu_backend():
+    with pytest.raises(Exception, match=r"tlx.remote_view is not supported on the gluon backend.*remote_cta_rank"):
+        _compile(_remote_view, torch.empty(4))
 
 
 @pytest.mark.parametrize("option,value,backend,msg", [
     ("ctas_per_cga", (2, 1, 1), "gluon", r"'ctas_per_cga' must be None or \(1, 1, 1\) on the GPU \(clusters run on "
-                                         r"the simulator only"),
+                                         r"the simulator; .* set TLX_EXPERIMENTAL_CLUSTERS=1"),
     ("maxnreg", 128, "sim", r"'maxnreg' must be None \(each async_task sets its own register count"),
     ("launch_cooperative_grid", True, "sim", r"'launch_cooperative_grid' must be False")])
 def test_launch_options_tlx_would_ignore_are_refused(option, value, backend, msg):

@@ -1,10 +1,12 @@
 """Compile reports of the library GEMMs: every variant has wgmma, TMA, setmaxnreg and no spills."""
 import dataclasses
+import re
 
 import pytest
 import torch
 
 import tlx
+from tlx.gluon import sass
 from tlx.kernels import gemm
 
 VARIANTS = [  # (a transposed, b transposed, bias, activation, out dtype)
@@ -193,3 +195,43 @@ def test_scheduling_options_on_the_simulator(cfg, act):
     ref = a.double() @ b.double() + (0 if bias is None else bias.double())
     ref = torch.relu(ref) if act else ref
     assert ((c.double() - ref).norm() / ref.norm()).item() <= 1e-2
+
+
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, CLUSTER=2),
+                                 gemm.Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True,
+                                             EPI_SPLIT=2, CLUSTER=2)], ids=lambda c: c.name())
+def test_cluster_gemm_compiles_with_multicast_loads_and_remote_arrives(cfg):
+    """CLUSTER=2 through the Gluon lowering and the PTX pass (tlx/gluon/cluster_ptx.py): B's two halves as
+    multicast TMA loads (mask 0b11), each consumer's B release also arrives on the other CTA's barrier,
+    and every task opens and closes with a cluster barrier; ptxas takes it without spills. (Not yet run
+    on a GPU: the cluster launch is refused there until it is.)"""
+    a, b = _operands(False, False, torch.bfloat16)
+    c = torch.empty(a.shape[0], b.shape[1], dtype=torch.bfloat16)
+    args, _, meta = gemm.launch_args(a, b, c, cfg, programs=132)
+    meta.pop("ctas_per_cga")
+    k = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta)
+    ptx = k.asm["ptx"]
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.[^;]*\.multicast::cluster [^;]*, 3;", ptx)) == 2
+    assert len(re.findall(r"mapa\.shared::cluster\.u32[^;]*;[^;]*mbarrier\.arrive\.release\.cluster", ptx)) == 4
+    assert ptx.count("barrier.cluster.arrive.release.aligned") == 6          # three tasks, start and end
+    sass_ops = [i.text for i in sass.parse(sass.disassemble(k.asm["cubin"]))[0]]
+    assert sum("UTMALDG.2D.MULTICAST" in t for t in sass_ops) == 2
+    assert sum(t.startswith("SYNCS.ARRIVE.TRANS64.RED") or " SYNCS.ARRIVE.TRANS64.RED" in t for t in sass_ops) >= 4
+    assert k.stats["spills"] == 0 and k.stats["wgmma"] > 0 and not k.stats["wgmma_desc_unset"]
+
+
+def test_cluster_ptx_pass_rewrites_only_marked_operations():
+    from tlx.gluon import cluster_ptx
+    load = ("\t@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], "
+            "[%rd2, {%r3, %r4}], [%r5];")
+    arrive = "\t@%p2 mbarrier.arrive.shared::cta.b64 _, [%r6];"
+    ptx = "\n".join([load, f"// {cluster_ptx.MULTICAST_BEGIN} 3", load, f"// {cluster_ptx.MULTICAST_END}", load,
+                     arrive, f"// {cluster_ptx.REMOTE_ARRIVE} %r9", arrive, arrive])
+    out = cluster_ptx.rewrite(ptx).splitlines()
+    assert out[0] == load and out[4] == load and out[5] == arrive and out[8] == arrive
+    assert out[2].endswith("bytes.multicast::cluster [%r1], [%rd2, {%r3, %r4}], [%r5], 3;")
+    assert "mapa.shared::cluster.u32 %tlx_remote1, %r6, %r9;" in out[7]
+    assert "@%p2 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%tlx_remote1];" in out[7]
+    with pytest.raises(tlx.TlxCompileError, match="no mbarrier.arrive followed its marker"):
+        cluster_ptx.rewrite(f"// {cluster_ptx.REMOTE_ARRIVE} %r9\n\tret;")
+    assert cluster_ptx.rewrite(load) == load                               # unmarked modules pass through

@@ -102,3 +102,16 @@ def test_empty_hook_chains_are_not_passed():
     chain = knobs.HookChain()
     chain.add(print)
     assert prepared._installed(chain) is chain
+
+
+def test_cluster_launch_packs_the_cluster_size_and_divides_the_grid(fake_driver):
+    """ctas_per_cga=(2, 1, 1): Triton's launcher multiplies grid x by the packed num_ctas and starts the
+    CTAs in clusters of that size, so the prepared launch hands it half the grid and num_ctas=2."""
+    rec = Recorder()
+    compiled = _compiled(rec)
+    compiled.packed_metadata = (4, 1, 213312)
+    launch = prepared.PreparedLaunch(compiled, (132,), _args(), cluster=2)
+    launch()
+    assert rec.calls[0][:3] == [66, 1, 1] and (4, 2, 213312) in rec.calls[0]
+    with pytest.raises(Exception, match=r"grid \(3, 1, 1\) must be a multiple of the cluster \(2, 1, 1\)"):
+        prepared.PreparedLaunch(_compiled(Recorder()), (3,), _args(), cluster=2)

@@ -40,6 +40,28 @@ def test_matmul_matches_reference(shape, dtype, cfg):
     assert rel_err(c, ref) <= 1e-2
 
 
+@pytest.mark.parametrize("cfg", [gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, CLUSTER=2),
+                                 gemm.Config("persistent", 128, 256, 64, 4, 16, NO_ZERO_FILL=True, LEAN_SYNC=True,
+                                             EPI_SPLIT=2, CLUSTER=2)], ids=lambda c: c.name())
+@pytest.mark.parametrize("shape,bt", [((4096, 4096, 4096), False), ((1000, 1000, 1000), False),
+                                      ((3000, 2000, 1000), True)], ids=["4096", "1000", "b-transposed"])
+def test_cluster_gemm_gpu(cfg, shape, bt, monkeypatch):
+    """CLUSTER=2 (two-CTA clusters sharing B by multicast; checked on the simulator, first GPU runs):
+    three launches into poisoned outputs. 1000 rows: 8 row tiles, 3000: 24, each with a partial last."""
+    monkeypatch.setenv("TLX_EXPERIMENTAL_CLUSTERS", "1")
+    M, N, K = shape
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).T if bt else \
+        torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+    ref = a.double().matmul(b.double()).float()
+    for _ in range(3):
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        gemm.matmul(a, b, cfg, out=c)
+        torch.cuda.synchronize()
+        assert not torch.isnan(c).any(), "some outputs were never written"
+        assert rel_err(c, ref) <= 1e-2
+
+
 @pytest.mark.parametrize("out_dtype", [None, torch.float32], ids=["same", "fp32"])
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 1024), (4096, 4096, 512),
                                    (16384, 2048, 4096), (128, 8192, 8192), (2000, 3000, 1496)],

@@ -98,6 +98,9 @@ class TlxKernel(KernelInterface):
                 grid = grid(bound)
             return sim.launch(self, tuple(grid), bound, num_warps, sim_options, ctas_per_cga)
         from ..gluon import launch
+        if _clustered(ctas_per_cga) and not warmup:     # a cluster launch goes through the prepared path
+            return launch.prepare(self, bound, grid, num_warps=num_warps, num_stages=num_stages,
+                                  ctas_per_cga=ctas_per_cga)()
         return launch.run(self, bound, grid=grid, warmup=warmup, num_warps=num_warps, num_stages=num_stages)
 
     def prepare(self, *args, grid, backend: str | None = None, num_warps: int = 4, num_stages=None,
@@ -106,30 +109,42 @@ class TlxKernel(KernelInterface):
         each call is one driver launch (no binding, specialization or descriptor building) and holds no
         tensor alive, so reuse it only for tensors at the same addresses with the same shapes and strides.
         On the simulator it simply repeats `run`."""
+        ctas_per_cga = kwargs.get("ctas_per_cga")
         backend, bound = self._bind_launch(args, kwargs, backend, num_ctas)
         if backend == "sim":
             return functools.partial(self.run, *args, grid=grid, backend=backend, num_warps=num_warps,
                                      sim_options=sim_options, **kwargs)
         from ..gluon import launch
-        return launch.prepare(self, bound, grid, num_warps=num_warps, num_stages=num_stages)
+        return launch.prepare(self, bound, grid, num_warps=num_warps, num_stages=num_stages,
+                              ctas_per_cga=ctas_per_cga if _clustered(ctas_per_cga) else None)
 
     def warmup(self, *args, grid, **kwargs):
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
 
+EXPERIMENTAL_CLUSTERS = "TLX_EXPERIMENTAL_CLUSTERS"   # opt-in to cluster launches on a GPU (not yet validated)
+
 # Triton launch options tlx accepts only at their no-op values (anything else would be silently ignored)
 UNUSED_LAUNCH_OPTIONS = {
-    "ctas_per_cga": "None or (1, 1, 1) on the GPU (clusters run on the simulator only so far: "
-                    "docs/cluster_feasibility.md)",
+    "ctas_per_cga": "None or (1, 1, 1) on the GPU (clusters run on the simulator; on a GPU they are not yet "
+                    f"validated: set {EXPERIMENTAL_CLUSTERS}=1 to launch them for that, docs/cluster_feasibility.md)",
     "maxnreg": "None (each async_task sets its own register count: async_task(registers=...))",
     "launch_cooperative_grid": "False (cooperative grid launches are not supported)",
 }
 
 
+def _clustered(ctas_per_cga) -> bool:
+    return ctas_per_cga is not None and tuple(ctas_per_cga) != (1, 1, 1)
+
+
 def _refuse_unhonoured_options(kwargs: dict, backend: str) -> None:
     for name, allowed in UNUSED_LAUNCH_OPTIONS.items():
         v = kwargs.get(name)
-        if v is None or v is False or (name == "ctas_per_cga" and (backend == "sim" or tuple(v) == (1, 1, 1))):
+        if name == "ctas_per_cga" and _clustered(v) and backend != "sim" and os.environ.get(EXPERIMENTAL_CLUSTERS) == "1":
+            if tuple(v)[1:] not in ((), (1,), (1, 1)):
+                raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1), got {v!r}")
+            continue
+        if v is None or v is False or (name == "ctas_per_cga" and (backend == "sim" or not _clustered(v))):
             continue
         raise TlxLaunchError(f"tlx.jit: launch option '{name}' must be {allowed}, got {v!r}")
 

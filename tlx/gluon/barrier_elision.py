@@ -254,7 +254,8 @@ def _hook(previous):
         make_ptx = stages["ptx"]
 
         def ptx_stage(src, metadata):
-            return elide(make_ptx(src, metadata))[0]
+            from . import cluster_ptx               # multicast loads and remote arrives first (their markers)
+            return elide(cluster_ptx.rewrite(make_ptx(src, metadata)))[0]
         stages["ptx"] = ptx_stage
     return hook
 

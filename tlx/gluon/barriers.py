@@ -4,8 +4,8 @@ from __future__ import annotations
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
-from ..errors import TlxCompileError, TlxUnsupported, expected
-from . import barrier_elision, layouts
+from ..errors import TlxCompileError, expected
+from . import barrier_elision, cluster_ptx, layouts
 from .rules import gluon_rule
 from .values import TlxMem
 
@@ -47,10 +47,11 @@ def _barrier_wait(ctx, bar, phase, pred=None, warpgroup_sync=True):
 
 @gluon_rule("barrier_arrive")
 def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=True):
-    if remote_cta_rank is not None:
-        raise TlxUnsupported("barrier_arrive", "gluon", "remote_cta_rank (an arrive on another CTA of the cluster) "
-                             "runs on the simulator only so far (docs/cluster_feasibility.md)")
     mark_no_warpgroup_sync(ctx, warpgroup_sync)
+    if remote_cta_rank is not None:              # the PTX pass turns the arrive into one on CTA `rank`'s twin
+        rank = ctx.semantic.to_tensor(remote_cta_rank) if not hasattr(remote_cta_rank, "type") else remote_cta_rank
+        ctx.call(gl.inline_asm_elementwise, cluster_ptx.remote_arrive_asm(), "=r,r", [rank], dtype=gl.int32,
+                 is_pure=False, pack=1)
     ctx.call(mbarrier.arrive, bar, count=arrive_count)
 
 

@@ -124,9 +124,11 @@ def run(kernel, bound: dict, grid, warmup: bool, num_warps: int, num_stages=None
         raise_user_error(e)
 
 
-def prepare(kernel, bound: dict, grid, num_warps: int, num_stages=None) -> PreparedLaunch:
-    """Compile (if needed) and return the launch with these exact arguments, ready to repeat cheaply."""
+def prepare(kernel, bound: dict, grid, num_warps: int, num_stages=None, ctas_per_cga=None) -> PreparedLaunch:
+    """Compile (if needed) and return the launch with these exact arguments, ready to repeat cheaply.
+    `ctas_per_cga` (n, 1, 1): the kernel, compiled for one CTA, starts in clusters of n (Triton's launcher
+    takes the cluster size from the packed metadata; docs/cluster_feasibility.md)."""
     args = convert_args(kernel, bound)
     grid = tuple(grid(bound)) if callable(grid) else tuple(grid)
     compiled = run(kernel, bound, grid, warmup=True, num_warps=num_warps, num_stages=num_stages, args=args)
-    return PreparedLaunch(compiled, grid, args)
+    return PreparedLaunch(compiled, grid, args, cluster=ctas_per_cga[0] if ctas_per_cga else 1)

@@ -53,7 +53,7 @@ def _installed(hook):
 class PreparedLaunch:
     """`prepared()` launches the compiled kernel on the current stream with the prepared arguments."""
 
-    def __init__(self, compiled, grid: tuple, args: list):
+    def __init__(self, compiled, grid: tuple, args: list, cluster: int = 1):
         if hasattr(compiled, "result"):                # an asynchronous compile
             compiled = compiled.result()
         self.compiled = compiled
@@ -61,6 +61,13 @@ class PreparedLaunch:
         launcher = compiled.run                        # loads the binary, builds the CudaLauncher
         self.function = compiled.function
         self.packed_metadata = compiled.packed_metadata
+        if cluster > 1:          # the launcher starts grid x `cluster` CTAs in clusters of (cluster, 1, 1)
+            if self.grid[0] % cluster:
+                from ..errors import TlxLaunchError
+                raise TlxLaunchError(f"tlx.jit: the grid {self.grid} must be a multiple of the cluster ({cluster}, 1, 1)")
+            num_warps, _, shared = self.packed_metadata
+            self.packed_metadata = (num_warps, cluster, shared)
+            self.grid = (self.grid[0] // cluster, *self.grid[1:])
         raw = _raw_launch(launcher)
         needs_scratch = getattr(launcher, "global_scratch_size", 0) > 0 or \
             getattr(launcher, "profile_scratch_size", 0) > 0

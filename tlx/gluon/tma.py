@@ -4,19 +4,26 @@ from __future__ import annotations
 from triton.experimental.gluon.language.nvidia.hopper import async_copy, tma
 
 from ..errors import TlxUnsupported
-from . import layouts
-from .barriers import mark_no_warpgroup_sync
+from . import cluster_ptx, layouts
+from .barriers import inline_ptx, mark_no_warpgroup_sync
 from .rules import gluon_rule
 
 
 @gluon_rule("async_descriptor_load")
 def _async_descriptor_load(ctx, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
                            multicast_targets=None, warpgroup_sync=True):
-    if multicast_targets:
-        raise TlxUnsupported("async_descriptor_load", "gluon", "multicast_targets (TMA multicast into a cluster's "
-                             "CTAs) runs on the simulator only so far (docs/cluster_feasibility.md)")
     mark_no_warpgroup_sync(ctx, warpgroup_sync, tma_load=True)
+    if not multicast_targets:
+        ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
+        return
+    ranks = [getattr(r, "value", r) for r in multicast_targets]
+    if not all(isinstance(r, int) and 0 <= r < 16 for r in ranks):
+        raise TlxUnsupported("async_descriptor_load", "gluon", f"multicast_targets must be compile-time CTA ranks "
+                             f"(0..15) on the GPU, got {multicast_targets!r}")
+    mask = sum(1 << r for r in set(ranks))           # the PTX pass makes every load between the markers multicast
+    inline_ptx(ctx, cluster_ptx.multicast_begin_asm(mask))
     ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
+    inline_ptx(ctx, cluster_ptx.multicast_end_asm())
 
 
 @gluon_rule("async_descriptor_store")

@@ -48,13 +48,25 @@ def _require_layout(ctx, x, layout):
     return ctx.semantic.to_layout(x, layout)
 
 
-def _cluster(name):
-    @gluon_rule(name)
-    def rule(ctx, *args, **kwargs):
-        raise TlxUnsupported(name, "gluon", "Gluon 3.6 has no cluster builtins (CTA clusters, DSMEM, multicast); "
-                             "the simulator runs them (backend='sim', ctas_per_cga=...)")
-    return rule
+# Cluster ops as inline PTX (Gluon 3.6 has no builtins). The cluster barrier also publishes the CTA's mbarrier
+# initialization to the cluster; call it where every warp runs it (the start and end of every task).
+@gluon_rule("cluster_cta_rank")
+def _cluster_cta_rank(ctx):
+    return inline_ptx(ctx, "mov.u32 $0, %cluster_ctarank;")
 
 
-for _name in ("cluster_cta_rank", "cluster_size_1d", "cluster_barrier", "remote_view"):
-    _cluster(_name)
+@gluon_rule("cluster_size_1d")
+def _cluster_size_1d(ctx):
+    return inline_ptx(ctx, "mov.u32 $0, %cluster_nctarank;")
+
+
+@gluon_rule("cluster_barrier")
+def _cluster_barrier(ctx):
+    inline_ptx(ctx, "fence.mbarrier_init.release.cluster;\n\tbarrier.cluster.arrive.release.aligned;\n\t"
+                    "barrier.cluster.wait.acquire.aligned;\n\tmov.u32 $0, 0;")
+
+
+@gluon_rule("remote_view")
+def _remote_view(ctx, bar, rank):
+    raise TlxUnsupported("remote_view", "gluon", "a kernel cannot name another CTA's mbarrier in Gluon 3.6; use "
+                         "barrier_arrive(bar, remote_cta_rank=rank), which the PTX pass lowers")

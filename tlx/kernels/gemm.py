@@ -5,7 +5,7 @@ Kernels behind one host wrapper (`matmul`), a table (`default_config`) picks one
   consumer warp groups that each own half of every 128-row tile. With `Config.STREAM_K` the last
   wave's tiles are split by K steps over every program (stream-K) and finished through an fp32
   workspace and global flags. With `Config.CLUSTER=2` two-CTA clusters share B's tile by TMA
-  multicast (simulator only so far).
+  multicast (simulator-checked and compiled; its GPU launch is opt-in until validated).
 - `matmul_pingpong_kernel`: persistent, warp-specialized; the consumers own whole tiles, alternately.
 - `matmul_ws_kernel`: warp-specialized, one tile per program (the TLX_API.md example).
 - `matmul_pipelined_kernel`: no warp specialization; a STAGES-deep TMA ring issued ahead of the
@@ -412,7 +412,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     already done (the CPU simulator runs programs in order).
     TRACE: each consumer stamps the global timer into trace_ptr (stamp): its start, the end of its
     data-parallel tiles, each stream-K segment's start, partial taken and K steps done, its end.
-    CLUSTER=2 (launched in two-CTA clusters; the simulator only so far, docs/cluster_feasibility.md):
+    CLUSTER=2 (launched in two-CTA clusters; checked on the simulator, not yet run on a GPU;
+    docs/cluster_feasibility.md):
     the two CTAs of a cluster walk the same units of two row-adjacent tiles (cluster_tile), each loads
     its own A and half of the shared B tile, multicast into both CTAs (load_b_half), and the consumers
     release every B stage in both CTAs. Cluster barriers opening and closing every task (cluster_sync)
@@ -599,8 +600,8 @@ class Config:
     #                              pipelined: one CTA barrier per K step instead of four
     EPI_SPLIT: int = 1           # persistent and pipelined: C stored in EPI_SPLIT column chunks through one staging
     #                              buffer that size (store_split), so 128x256 tiles fit a fourth ring stage
-    CLUSTER: int = 1             # "persistent": 2 runs two-CTA clusters sharing B by multicast (simulator only so
-    #                              far: the GPU backend refuses the launch; docs/cluster_feasibility.md)
+    CLUSTER: int = 1             # "persistent": 2 runs two-CTA clusters sharing B by multicast (simulator-checked and
+    #                              compiled; a GPU launch needs TLX_EXPERIMENTAL_CLUSTERS=1: docs/cluster_feasibility.md)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:

@@ -38,7 +38,7 @@ def barrier_arrive(v, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=
     wait comes after the last barrier or retired wgmma (tlx/gluon/barrier_elision.py)."""
     check_barrier(v, "barrier_arrive", "bar", bar)
     check_int("barrier_arrive", "arrive_count", arrive_count, lo=1)
-    if remote_cta_rank is not None:                  # a cluster's other CTA (simulator only so far)
+    if remote_cta_rank is not None:                  # the same barrier in another CTA of the cluster
         check_kind(v, "barrier_arrive", "remote_cta_rank", remote_cta_rank, ("scalar",))
     check_warpgroup_sync("barrier_arrive", warpgroup_sync)
 

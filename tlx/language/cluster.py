@@ -1,5 +1,5 @@
-"""Hopper cluster ops. The simulator runs them (launch option ctas_per_cga); Gluon 3.6 has no builtins for
-them, so the GPU backend raises TlxUnsupported (docs/cluster_feasibility.md)."""
+"""Hopper cluster ops (launch option ctas_per_cga). The simulator runs them; the Gluon backend lowers them as
+inline PTX and a PTX pass (Gluon 3.6 has no builtins; docs/cluster_feasibility.md)."""
 from __future__ import annotations
 
 from ._registry import tlx_op
