@@ -85,7 +85,7 @@ class TlxKernel(KernelInterface):
             raise TlxLaunchError(f"tlx.jit: 'num_ctas' must be 1 (clusters are launched with ctas_per_cga), "
                                  f"got {num_ctas}")
         _refuse_unhonoured_options(kwargs, backend)
-        kwargs = {k: v for k, v in kwargs.items() if k not in UNUSED_LAUNCH_OPTIONS}
+        kwargs = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
         return backend, self.bind(args, kwargs)
 
     def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
@@ -126,11 +126,10 @@ EXPERIMENTAL_CLUSTERS = "TLX_EXPERIMENTAL_CLUSTERS"   # opt-in to cluster launch
 
 # Triton launch options tlx accepts only at their no-op values (anything else would be silently ignored)
 UNUSED_LAUNCH_OPTIONS = {
-    "ctas_per_cga": "None or (1, 1, 1) on the GPU (clusters run on the simulator; on a GPU they are not yet "
-                    f"validated: set {EXPERIMENTAL_CLUSTERS}=1 to launch them for that, docs/cluster_feasibility.md)",
     "maxnreg": "None (each async_task sets its own register count: async_task(registers=...))",
     "launch_cooperative_grid": "False (cooperative grid launches are not supported)",
 }
+LAUNCH_OPTIONS = ("ctas_per_cga", *UNUSED_LAUNCH_OPTIONS)     # taken out of the kernel's arguments
 
 
 def _clustered(ctas_per_cga) -> bool:
@@ -138,15 +137,19 @@ def _clustered(ctas_per_cga) -> bool:
 
 
 def _refuse_unhonoured_options(kwargs: dict, backend: str) -> None:
+    cluster = kwargs.get("ctas_per_cga")
+    if _clustered(cluster) and backend != "sim":      # the simulator runs any cluster; a GPU only on opt-in
+        if os.environ.get(EXPERIMENTAL_CLUSTERS) != "1":
+            raise TlxLaunchError(f"tlx.jit: launch option 'ctas_per_cga' must be None or (1, 1, 1) on the GPU "
+                                 f"(clusters run on the simulator; on a GPU they are not yet validated: set "
+                                 f"{EXPERIMENTAL_CLUSTERS}=1 to launch them for that, docs/cluster_feasibility.md), "
+                                 f"got {cluster!r}")
+        if tuple(cluster)[1:] not in ((), (1,), (1, 1)):
+            raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1), got {cluster!r}")
     for name, allowed in UNUSED_LAUNCH_OPTIONS.items():
         v = kwargs.get(name)
-        if name == "ctas_per_cga" and _clustered(v) and backend != "sim" and os.environ.get(EXPERIMENTAL_CLUSTERS) == "1":
-            if tuple(v)[1:] not in ((), (1,), (1, 1)):
-                raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1), got {v!r}")
-            continue
-        if v is None or v is False or (name == "ctas_per_cga" and (backend == "sim" or not _clustered(v))):
-            continue
-        raise TlxLaunchError(f"tlx.jit: launch option '{name}' must be {allowed}, got {v!r}")
+        if v is not None and v is not False:
+            raise TlxLaunchError(f"tlx.jit: launch option '{name}' must be {allowed}, got {v!r}")
 
 
 def _constexpr_value(v):

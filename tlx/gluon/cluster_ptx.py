@@ -43,7 +43,7 @@ def rewrite(ptx: str) -> str:
     if MULTICAST_BEGIN not in ptx and REMOTE_ARRIVE not in ptx:
         return ptx
     out, mask, rank, fresh = [], None, None, 0
-    for n, line in enumerate(ptx.splitlines()):
+    for line in ptx.splitlines():
         if MULTICAST_BEGIN in line:
             mask = int(line.split(MULTICAST_BEGIN, 1)[1].split()[0])
         elif MULTICAST_END in line:

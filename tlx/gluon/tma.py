@@ -13,17 +13,15 @@ from .rules import gluon_rule
 def _async_descriptor_load(ctx, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
                            multicast_targets=None, warpgroup_sync=True):
     mark_no_warpgroup_sync(ctx, warpgroup_sync, tma_load=True)
-    if not multicast_targets:
-        ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
-        return
-    ranks = [getattr(r, "value", r) for r in multicast_targets]
+    ranks = [getattr(r, "value", r) for r in multicast_targets or ()]
     if not all(isinstance(r, int) and 0 <= r < 16 for r in ranks):
         raise TlxUnsupported("async_descriptor_load", "gluon", f"multicast_targets must be compile-time CTA ranks "
                              f"(0..15) on the GPU, got {multicast_targets!r}")
-    mask = sum(1 << r for r in set(ranks))           # the PTX pass makes every load between the markers multicast
-    inline_ptx(ctx, cluster_ptx.multicast_begin_asm(mask))
+    if ranks:                                        # the PTX pass makes every load between the markers multicast
+        inline_ptx(ctx, cluster_ptx.multicast_begin_asm(sum(1 << r for r in set(ranks))))
     ctx.call(tma.async_copy_global_to_shared, desc, list(offsets), barrier, buf, pred=True if pred is None else pred)
-    inline_ptx(ctx, cluster_ptx.multicast_end_asm())
+    if ranks:
+        inline_ptx(ctx, cluster_ptx.multicast_end_asm())
 
 
 @gluon_rule("async_descriptor_store")

@@ -171,13 +171,13 @@ def epilogue(acc, bias_ptr, off_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.con
 
 
 @tlx.jit
-def load_tile(desc, buf, row, col, bar, TRANSPOSED: tl.constexpr):
+def load_tile(desc, buf, row, col, bar, TRANSPOSED: tl.constexpr, multicast_targets=None):
     """TMA-load the operand tile at (row, col) of the logical matrix; a TRANSPOSED (column-major) operand
     is stored as its transpose, so its descriptor is addressed at (col, row)."""
     if TRANSPOSED:
-        tlx.async_descriptor_load(desc, buf, [col, row], bar)
+        tlx.async_descriptor_load(desc, buf, [col, row], bar, multicast_targets=multicast_targets)
     else:
-        tlx.async_descriptor_load(desc, buf, [row, col], bar)
+        tlx.async_descriptor_load(desc, buf, [row, col], bar, multicast_targets=multicast_targets)
 
 
 @tlx.jit
@@ -188,12 +188,11 @@ def load_b_half(b_desc, b_buf, bar, k_row, off_n, rank, BN: tl.constexpr, BK: tl
     PART: tl.constexpr = BN // 2
     for part in tl.static_range(2):
         if part == rank:
-            if B_T:
-                tlx.async_descriptor_load(b_desc, tlx.local_slice(b_buf, (part * PART, 0), (PART, BK)),
-                                          [off_n + part * PART, k_row], bar, multicast_targets=[0, 1])
+            if B_T:                                          # stored (BN, BK): the half is a row block
+                half = tlx.local_slice(b_buf, (part * PART, 0), (PART, BK))
             else:
-                tlx.async_descriptor_load(b_desc, tlx.local_slice(b_buf, (0, part * PART), (BK, PART)),
-                                          [k_row, off_n + part * PART], bar, multicast_targets=[0, 1])
+                half = tlx.local_slice(b_buf, (0, part * PART), (BK, PART))
+            load_tile(b_desc, half, k_row, off_n + part * PART, bar, B_T, [0, 1])
 
 
 @tlx.jit
@@ -222,6 +221,17 @@ def load_k_steps(a_desc, b_desc, a_bufs, b_bufs, full_a, full_b, empty_a, empty_
 
 
 @tlx.jit
+def release_stage(empty_a, empty_b, s, cid, rank, STAGES: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                  CLUSTER: tl.constexpr):
+    """Consumer `cid` is done with ring stage s: its A half, and B (in both CTAs of a cluster, whose other
+    producer multicasts into it too)."""
+    tlx.barrier_arrive(empty_a[s + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
+    tlx.barrier_arrive(empty_b[s], warpgroup_sync=not LEAN_SYNC)
+    if CLUSTER > 1:
+        tlx.barrier_arrive(empty_b[s], remote_cta_rank=1 - rank, warpgroup_sync=not LEAN_SYNC)
+
+
+@tlx.jit
 def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k_fresh, cnt, cid,
                 STAGES: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, NO_ZERO_FILL: tl.constexpr,
                 LEAN_SYNC: tl.constexpr, rank=0, CLUSTER: tl.constexpr = 1):
@@ -239,18 +249,10 @@ def mma_k_steps(a_bufs, b_bufs, full_a, full_b, empty_a, empty_b, acc, kb, ke, k
         acc = tlx.async_dot(a_op, b_op, acc, use_acc=k != k_fresh if NO_ZERO_FILL else None)
         acc = tlx.async_dot_wait(1, acc)
         if k > kb:                                                   # wgmma cnt-1 retired
-            prev = (cnt - 1) % STAGES
-            tlx.barrier_arrive(empty_a[prev + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
-            tlx.barrier_arrive(empty_b[prev], warpgroup_sync=not LEAN_SYNC)
-            if CLUSTER > 1:
-                tlx.barrier_arrive(empty_b[prev], remote_cta_rank=1 - rank, warpgroup_sync=not LEAN_SYNC)
+            release_stage(empty_a, empty_b, (cnt - 1) % STAGES, cid, rank, STAGES, LEAN_SYNC, CLUSTER)
         cnt += 1
     acc = tlx.async_dot_wait(0, acc)
-    last = (cnt - 1) % STAGES
-    tlx.barrier_arrive(empty_a[last + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
-    tlx.barrier_arrive(empty_b[last], warpgroup_sync=not LEAN_SYNC)
-    if CLUSTER > 1:
-        tlx.barrier_arrive(empty_b[last], remote_cta_rank=1 - rank, warpgroup_sync=not LEAN_SYNC)
+    release_stage(empty_a, empty_b, (cnt - 1) % STAGES, cid, rank, STAGES, LEAN_SYNC, CLUSTER)
     return acc, cnt
 
 

@@ -96,9 +96,9 @@ def remote_barrier(ctx: OpContext, bar: BarrierRef, rank, op: str) -> BarrierRef
     return BarrierRef(twin(ctx, bar.array, other, op, bar.label), bar.index)
 
 
-def remote_buffer(ctx: OpContext, buf: BufferView, rank, op: str) -> tuple[BufferView, ProgramState]:
+def remote_buffer(ctx: OpContext, buf: BufferView, rank, op: str) -> BufferView:
     other = peer(ctx, rank, op)
-    return BufferView(twin(ctx, buf.alloc, other, op, buf.label), buf.slot, buf.transforms), other
+    return BufferView(twin(ctx, buf.alloc, other, op, buf.label), buf.slot, buf.transforms)
 
 
 @sim_rule("remote_view")

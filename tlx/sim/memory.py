@@ -21,23 +21,25 @@ def current_epoch(ctx: OpContext):
 
 
 def _tracked(buf: BufferView):
-    """(the states whose writes a read or write of `buf` meets, the state that records it): a view through
-    `local_slice` is a part of its slot with its own history (parts are taken to be disjoint, as the
-    halves two CTAs of a cluster fill); any other view is the whole slot, which meets every part."""
+    """(the states whose last fill an access of `buf` meets, the states whose reads it meets, the state that
+    records it): a view through `local_slice` is a part of its slot with its own history (parts are taken
+    to be disjoint, as the halves two CTAs of a cluster fill); any other view is the whole slot, which
+    meets every part. A part meets the whole slot's reads too."""
     slot, region = buf.state, buf.region
     if region is None:
-        return [slot, *slot.parts.values()], slot
+        states = [slot, *slot.parts.values()]
+        return states, states, slot
     part = slot.parts.get(region)
     if part is None:
         part = slot.parts[region] = SlotState(slot.last_write)
-    return [slot, part], part
+    return [part], [slot, part], part
 
 
 def record_read(ctx: OpContext, buf: BufferView, what: str) -> None:
     """Rule 2: the last write to the slot (each part of it the view covers) must have landed and be visible
     to this task."""
-    states, own = _tracked(buf)
-    for st in states if buf.region is None else states[1:]:
+    fills, _, own = _tracked(buf)
+    for st in fills:
         w = st.last_write
         if not w.landed or not ctx.task.clock.covers(w.epoch):
             state = "is still in flight" if not w.landed else "is not ordered before this read"
@@ -62,8 +64,8 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
             f"{what} overwrites {buf.label} while a TMA store still reads it", ctx.site,
             target=buf.alloc.name, slot=buf.slot, other=rec.site,
             details="call async_descriptor_store_wait before reusing the store's source buffer"))
-    states, _ = _tracked(buf)
-    for st in states if buf.region is None else states[1:]:       # the fills this write replaces
+    fills, readers, _ = _tracked(buf)
+    for st in fills:                                              # the fills this write replaces
         w = st.last_write
         if not w.landed or not task.clock.covers(w.epoch):
             ctx.report(OverwriteBeforeReleaseError(
@@ -71,7 +73,7 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
                 target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
                 details="wait on the slot's 'empty' barrier (released by its readers) before refilling it"))
             break
-    for r in (r for st in states for r in st.reads.values()):     # a read of the whole slot meets every part
+    for r in (r for st in readers for r in st.reads.values()):
         if not task.clock.covers(r.epoch):
             ctx.report(OverwriteBeforeReleaseError(
                 f"{what} overwrites {buf.label} while a reader may still use it (no release since its read)",
@@ -88,7 +90,7 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
 
 
 def set_write(buf: BufferView, access: Access) -> None:
-    _, own = _tracked(buf)
+    _, _, own = _tracked(buf)
     own.last_write = access
     own.reads = {}
     if own is buf.state:                         # the whole slot: its parts' histories end here

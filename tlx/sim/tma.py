@@ -53,7 +53,7 @@ def _destinations(ctx: OpContext, buf: BufferView, barrier: BarrierRef, targets)
         if r == ctx.program.rank:
             out.append((buf, barrier))
         else:
-            out.append((remote_buffer(ctx, buf, r, "async_descriptor_load")[0],
+            out.append((remote_buffer(ctx, buf, r, "async_descriptor_load"),
                         remote_barrier(ctx, barrier, r, "async_descriptor_load")))
     return out
 
