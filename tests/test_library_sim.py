@@ -1,5 +1,6 @@
 """Every library kernel on the CPU simulator at small shapes against a float64 torch reference."""
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -175,6 +176,25 @@ def test_cluster_gemm_runs_through_the_op_and_is_refused_on_the_gpu():
                      (dict(STREAM_K=True, NO_ZERO_FILL=True), "without STREAM_K"), (dict(CLUSTER=4), "got 4")]:
         with pytest.raises(tlx.ConfigRejected, match=msg):
             gemm.Config(**{"CLUSTER": 2, **bad})
+
+
+def test_cluster_gemm_grid_fits_the_co_resident_clusters(monkeypatch):
+    """A persistent cluster grid larger than the clusters the GPU runs at once (the driver's count, on
+    the prepared launch) is rebuilt with that many clusters: the stride NUM_SMS and the grid shrink."""
+    launches = []
+
+    class StandIn:
+        def prepare(self, *args, grid, num_warps, backend, **meta):
+            launches.append((grid, meta["NUM_SMS"]))
+            return SimpleNamespace(max_active_clusters=60)
+
+    monkeypatch.setattr(gemm, "KERNELS", {**gemm.KERNELS, "persistent": StandIn()})
+    monkeypatch.setattr(gemm, "_LAST_LAUNCH", gemm.LaunchCache())
+    a, b = torch.randn(4096, 256, dtype=torch.float16), torch.randn(256, 4096, dtype=torch.float16)
+    cfg = gemm.Config("persistent", 128, 256, 64, 3, 16, NO_ZERO_FILL=True, CLUSTER=2)
+    with pytest.raises(TypeError):        # the stand-in launch is not callable: only its preparation is checked
+        gemm.matmul(a, b, cfg)
+    assert launches == [((132,), 132), ((120,), 120)]
 
 
 @pytest.mark.parametrize("causal,window,cfg", [

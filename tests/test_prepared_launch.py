@@ -46,7 +46,9 @@ def _compiled(recorder, scratch=0):
 
 @pytest.fixture
 def fake_driver(monkeypatch):
-    active = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 77)
+    occupancy = lambda function, shared, cluster: (function, shared, cluster)     # noqa: E731  (echoes its query)
+    active = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 77,
+                             utils=SimpleNamespace(cuOccupancyMaxActiveClusters=occupancy))
     monkeypatch.setattr(prepared, "driver", SimpleNamespace(active=active))
 
 
@@ -113,5 +115,7 @@ def test_cluster_launch_packs_the_cluster_size_and_divides_the_grid(fake_driver)
     launch = prepared.PreparedLaunch(compiled, (132,), _args(), cluster=2)
     launch()
     assert rec.calls[0][:3] == [66, 1, 1] and (4, 2, 213312) in rec.calls[0]
+    assert launch.max_active_clusters == (1234, 213312, 2)      # asked of this function, its shared memory, pairs
+    assert prepared.PreparedLaunch(_compiled(Recorder()), (4,), _args()).max_active_clusters is None
     with pytest.raises(Exception, match=r"grid \(3, 1, 1\) must be a multiple of the cluster \(2, 1, 1\)"):
         prepared.PreparedLaunch(_compiled(Recorder()), (3,), _args(), cluster=2)

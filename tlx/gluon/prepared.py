@@ -53,6 +53,8 @@ def _installed(hook):
 class PreparedLaunch:
     """`prepared()` launches the compiled kernel on the current stream with the prepared arguments."""
 
+    max_active_clusters = None      # clustered launches: the driver's count of co-resident clusters
+
     def __init__(self, compiled, grid: tuple, args: list, cluster: int = 1):
         if hasattr(compiled, "result"):                # an asynchronous compile
             compiled = compiled.result()
@@ -68,6 +70,11 @@ class PreparedLaunch:
             num_warps, _, shared = self.packed_metadata
             self.packed_metadata = (num_warps, cluster, shared)
             self.grid = (self.grid[0] // cluster, *self.grid[1:])
+            # How many clusters of this kernel the GPU runs at once: a cluster's CTAs share one GPC, so on
+            # GPCs with an odd count of free SMs a pair fits fewer times than SMs // cluster. A persistent
+            # kernel sized past this would leave its last clusters waiting for a whole program's time.
+            self.max_active_clusters = driver.active.utils.cuOccupancyMaxActiveClusters(
+                self.function, shared, cluster)
         raw = _raw_launch(launcher)
         needs_scratch = getattr(launcher, "global_scratch_size", 0) > 0 or \
             getattr(launcher, "profile_scratch_size", 0) > 0

@@ -942,6 +942,10 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
                                    activation, backend)
         args, grid, meta = launch_args(a, b, c, cfg, bias, activation, programs)
         launch = KERNELS[cfg.kernel].prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend, **meta)
+        fit = getattr(launch, "max_active_clusters", None)
+        if programs is None and fit and fit * cfg.CLUSTER < grid[0]:     # persistent: only co-resident clusters
+            args, grid, meta = launch_args(a, b, c, cfg, bias, activation, fit * cfg.CLUSTER)
+            launch = KERNELS[cfg.kernel].prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend, **meta)
         return holding(launch, *args[4:6]) if meta.get("STREAM_K") else launch     # the workspace and flags
 
     key = (cfg, activation, backend, programs, *map(tensor_key, (a, b, c, bias)))
