@@ -212,7 +212,7 @@ def test_cluster_gemm_compiles_with_multicast_loads_and_remote_arrives(cfg):
     k = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta)
     ptx = k.asm["ptx"]
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.[^;]*\.multicast::cluster [^;]*, 3;", ptx)) == 2
-    assert len(re.findall(r"mapa\.shared::cluster\.u32[^;]*;[^;]*mbarrier\.arrive\.release\.cluster", ptx)) == 4
+    assert len(re.findall(r"mapa\.shared::cluster\.u32[^;]*;[^;]*mbarrier\.arrive\.shared::cluster", ptx)) == 4
     assert ptx.count("barrier.cluster.arrive.release.aligned") == 6          # three tasks, start and end
     sass_ops = [i.text for i in sass.parse(sass.disassemble(k.asm["cubin"]))[0]]
     assert sum("UTMALDG.2D.MULTICAST" in t for t in sass_ops) == 2
@@ -231,7 +231,7 @@ def test_cluster_ptx_pass_rewrites_only_marked_operations():
     assert out[0] == load and out[4] == load and out[5] == arrive and out[8] == arrive
     assert out[2].endswith("bytes.multicast::cluster [%r1], [%rd2, {%r3, %r4}], [%r5], 3;")
     assert "mapa.shared::cluster.u32 %tlx_remote1, %r6, %r9;" in out[7]
-    assert "@%p2 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%tlx_remote1];" in out[7]
+    assert "@%p2 mbarrier.arrive.shared::cluster.b64 _, [%tlx_remote1];" in out[7]
     with pytest.raises(tlx.TlxCompileError, match="no mbarrier.arrive followed its marker"):
         cluster_ptx.rewrite(f"// {cluster_ptx.REMOTE_ARRIVE} %r9\n\tret;")
     assert cluster_ptx.rewrite(load) == load                               # unmarked modules pass through

@@ -7,7 +7,7 @@ operations and this pass rewrites them after Triton's passes, as `barrier_elisio
   load gains `.multicast::cluster` and the 16-bit CTA mask: the box lands at the same offset in each
   CTA of the mask and completes its bytes on each one's mbarrier;
 - after `REMOTE_ARRIVE <rank register>`, the next `mbarrier.arrive` on a CTA-local address becomes a
-  `mapa` to CTA `rank`'s twin of that address and a release-cluster arrive there.
+  `mapa` to CTA `rank`'s twin of that address and an arrive there.
 Modules without markers pass through unchanged.
 """
 from __future__ import annotations
@@ -53,11 +53,14 @@ def rewrite(ptx: str) -> str:
         elif mask is not None and (m := _TMA_LOAD.match(line)):
             line = f"{m.group(1)}.multicast::cluster{m.group(2)}, {mask};"
         elif rank is not None and (m := _ARRIVE.match(line)):
-            indent, pred, state, addr, count = m.group(1), m.group(2) or "", m.group(3), m.group(4), m.group(5) or ""
+            indent, pred, addr, count = m.group(1), m.group(2) or "", m.group(4), m.group(5) or ""
             fresh += 1
             reg = f"%tlx_remote{fresh}"
+            # The default .release.cta, as CUTLASS's ClusterBarrier::arrive(cta_id): what it releases is this
+            # CTA's reads of its own shared memory (wgmma, already waited on). `.release.cluster` put a
+            # MEMBAR.ALL.GPU before every arrive, on every K step: the first GPU runs lost a third to it.
             line = (f"{indent}{{ .reg .b32 {reg}; mapa.shared::cluster.u32 {reg}, {addr}, {rank}; "
-                    f"{pred}mbarrier.arrive.release.cluster.shared::cluster.b64 {state}, [{reg}]{count}; }}")
+                    f"{pred}mbarrier.arrive.shared::cluster.b64 _, [{reg}]{count}; }}")
             rank = None
         out.append(line)
     if rank is not None:
