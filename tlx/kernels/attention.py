@@ -1060,7 +1060,10 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     - D=64 causal (plain, fixed lengths) adds HALF_DIAGONAL: +0.4% to +4.9% at every length from 1024 to
       16384 keys in two H100 sweeps (2026-12-06 attention_sweep-run4/5, three rounds each). At D=128 the
       same option won 2-4% at 1024 keys but lost 4-8% at 2048-4096 (runs 4/5), and with consumer 1's
-      half-block code pruned still -3.8% at 2048 (run 6): it stays off there."""
+      half-block code pruned still -3.8% at 2048 (run 6): it stays off there.
+    - D=64 causal at 2048-4096 keys: the three-consumer tile of 8192 keys on (persistent, BALANCED,
+      HALF_DIAGONAL): +3.5% / +2.8% (2048 / 4096 keys, attention_sweep-run7) and +2.6% / +2.9% (run 8) over
+      the 128-row default on an H100, three rounds each; at 1024 keys it lost 12% (run 7)."""
     fixed = S is not None                                  # persistence needs fixed lengths
     balanced = plain and fixed and causal
     if D > 128:
@@ -1075,7 +1078,7 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
         return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal, PERSISTENT=balanced, BALANCED=balanced)
     if plain and fixed and not causal and S >= 2048:
         return Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)
-    if plain and fixed and S >= 8192:
+    if plain and fixed and (S >= 8192 or (causal and S >= 2048)):
         return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=balanced, BALANCED=balanced,
                       HALF_DIAGONAL=balanced)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
