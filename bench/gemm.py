@@ -8,7 +8,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import re
 import statistics
 import sys
@@ -99,11 +98,10 @@ def main():
     ap.add_argument("--only", default="", help="time only the configurations whose name matches this regex")
     ap.add_argument("--dtypes", default="bfloat16,float16", help="input dtypes, comma-separated")
     ap.add_argument("--cluster", action="store_true", help="also time each chosen persistent configuration with "
-                    "CLUSTER=2 (two-CTA clusters sharing B by multicast; sets TLX_EXPERIMENTAL_CLUSTERS=1)")
+                    "CLUSTER=2 (two-CTA clusters sharing B by multicast)")
     args = ap.parse_args()
     configs = [c for c in gemm.configs() if re.search(args.only, c.name())]
     if args.cluster:
-        os.environ["TLX_EXPERIMENTAL_CLUSTERS"] = "1"
         configs += [replace(c, CLUSTER=2) for c in configs if c.kernel == "persistent" and not c.STREAM_K]
     rows = []
     for dtype in (getattr(torch, name) for name in args.dtypes.split(",")):

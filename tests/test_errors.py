@@ -144,8 +144,8 @@ def test_remote_view_is_unsupported_on_the_gpu_backend():
 
 
 @pytest.mark.parametrize("option,value,backend,msg", [
-    ("ctas_per_cga", (2, 1, 1), "gluon", r"'ctas_per_cga' must be None or \(1, 1, 1\) on the GPU \(clusters run on "
-                                         r"the simulator; .* set TLX_EXPERIMENTAL_CLUSTERS=1"),
+    ("ctas_per_cga", (2, 2, 1), "gluon", r"on the GPU must be \(n, 1, 1\) with 1 <= n <= 8, got \(2, 2, 1\)"),
+    ("ctas_per_cga", (16, 1, 1), "gluon", r"on the GPU must be \(n, 1, 1\) with 1 <= n <= 8, got \(16, 1, 1\)"),
     ("maxnreg", 128, "sim", r"'maxnreg' must be None \(each async_task sets its own register count"),
     ("launch_cooperative_grid", True, "sim", r"'launch_cooperative_grid' must be False")])
 def test_launch_options_tlx_would_ignore_are_refused(option, value, backend, msg):

@@ -45,10 +45,9 @@ def test_matmul_matches_reference(shape, dtype, cfg):
                                              EPI_SPLIT=2, CLUSTER=2)], ids=lambda c: c.name())
 @pytest.mark.parametrize("shape,bt", [((4096, 4096, 4096), False), ((1000, 1000, 1000), False),
                                       ((3000, 2000, 1000), True)], ids=["4096", "1000", "b-transposed"])
-def test_cluster_gemm_gpu(cfg, shape, bt, monkeypatch):
-    """CLUSTER=2 (two-CTA clusters sharing B by multicast; checked on the simulator, first GPU runs):
-    three launches into poisoned outputs. 1000 rows: 8 row tiles, 3000: 24, each with a partial last."""
-    monkeypatch.setenv("TLX_EXPERIMENTAL_CLUSTERS", "1")
+def test_cluster_gemm_gpu(cfg, shape, bt):
+    """CLUSTER=2 (two-CTA clusters sharing B by multicast): three launches into poisoned outputs.
+    1000 rows: 8 row tiles, 3000: 24, each with a partial last."""
     M, N, K = shape
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).T if bt else \

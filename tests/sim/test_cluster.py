@@ -130,6 +130,6 @@ def test_bad_cluster_launches_are_refused():
         run_grid = multicast_copy[(3,)]
         run_grid(TensorDescriptor.from_tensor(torch.zeros(R, C), [R, C]), torch.zeros(1), 1, BUG=0,
                  ctas_per_cga=(2, 1, 1), backend="sim")
-    with pytest.raises(tlx.TlxLaunchError, match=r"'ctas_per_cga' must be None or \(1, 1, 1\) on the GPU"):
+    with pytest.raises(tlx.TlxLaunchError, match=r"'ctas_per_cga' on the GPU must be \(n, 1, 1\) .*got \(1, 2, 1\)"):
         multicast_copy[(2,)](TensorDescriptor.from_tensor(torch.zeros(R, C), [R, C]), torch.zeros(1), 1, BUG=0,
-                             ctas_per_cga=(2, 1, 1), backend="gluon")
+                             ctas_per_cga=(1, 2, 1), backend="gluon")

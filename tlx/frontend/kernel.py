@@ -122,8 +122,6 @@ class TlxKernel(KernelInterface):
         return self.run(*args, grid=grid, warmup=True, **kwargs)
 
 
-EXPERIMENTAL_CLUSTERS = "TLX_EXPERIMENTAL_CLUSTERS"   # opt-in to cluster launches on a GPU (not yet validated)
-
 # Triton launch options tlx accepts only at their no-op values (anything else would be silently ignored)
 UNUSED_LAUNCH_OPTIONS = {
     "maxnreg": "None (each async_task sets its own register count: async_task(registers=...))",
@@ -138,14 +136,11 @@ def _clustered(ctas_per_cga) -> bool:
 
 def _refuse_unhonoured_options(kwargs: dict, backend: str) -> None:
     cluster = kwargs.get("ctas_per_cga")
-    if _clustered(cluster) and backend != "sim":      # the simulator runs any cluster; a GPU only on opt-in
-        if os.environ.get(EXPERIMENTAL_CLUSTERS) != "1":
-            raise TlxLaunchError(f"tlx.jit: launch option 'ctas_per_cga' must be None or (1, 1, 1) on the GPU "
-                                 f"(clusters run on the simulator; on a GPU they are not yet validated: set "
-                                 f"{EXPERIMENTAL_CLUSTERS}=1 to launch them for that, docs/cluster_feasibility.md), "
-                                 f"got {cluster!r}")
-        if tuple(cluster)[1:] not in ((), (1,), (1, 1)):
-            raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1), got {cluster!r}")
+    # the simulator runs any cluster shape; the GPU lowering ranks CTAs along x only, and Hopper's portable
+    # cluster size is at most 8 CTAs
+    if _clustered(cluster) and backend != "sim" and (tuple(cluster)[1:] not in ((), (1,), (1, 1))
+                                                     or not 1 <= tuple(cluster)[0] <= 8):
+        raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1) with 1 <= n <= 8, got {cluster!r}")
     for name, allowed in UNUSED_LAUNCH_OPTIONS.items():
         v = kwargs.get(name)
         if v is not None and v is not False:

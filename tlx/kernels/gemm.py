@@ -602,8 +602,8 @@ class Config:
     #                              pipelined: one CTA barrier per K step instead of four
     EPI_SPLIT: int = 1           # persistent and pipelined: C stored in EPI_SPLIT column chunks through one staging
     #                              buffer that size (store_split), so 128x256 tiles fit a fourth ring stage
-    CLUSTER: int = 1             # "persistent": 2 runs two-CTA clusters sharing B by multicast (simulator-checked and
-    #                              compiled; a GPU launch needs TLX_EXPERIMENTAL_CLUSTERS=1: docs/cluster_feasibility.md)
+    CLUSTER: int = 1             # "persistent": 2 runs two-CTA clusters sharing B by multicast (at parity with
+    #                              CLUSTER=1 on an H100, not in the default table: docs/cluster_feasibility.md)
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
