@@ -414,7 +414,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     already done (the CPU simulator runs programs in order).
     TRACE: each consumer stamps the global timer into trace_ptr (stamp): its start, the end of its
     data-parallel tiles, each stream-K segment's start, partial taken and K steps done, its end.
-    CLUSTER=2 (launched in two-CTA clusters; checked on the simulator, not yet run on a GPU;
+    CLUSTER=2 (launched in two-CTA clusters; checked on the simulator and on an H100;
     docs/cluster_feasibility.md):
     the two CTAs of a cluster walk the same units of two row-adjacent tiles (cluster_tile), each loads
     its own A and half of the shared B tile, multicast into both CTAs (load_b_half), and the consumers
