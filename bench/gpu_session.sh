@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
 #   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas
-# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR; SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
+# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
