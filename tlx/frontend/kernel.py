@@ -138,9 +138,11 @@ def _refuse_unhonoured_options(kwargs: dict, backend: str) -> None:
     cluster = kwargs.get("ctas_per_cga")
     # the simulator runs any cluster shape; the GPU lowering ranks CTAs along x only, and Hopper's portable
     # cluster size is at most 8 CTAs
-    if _clustered(cluster) and backend != "sim" and (tuple(cluster)[1:] not in ((), (1,), (1, 1))
-                                                     or not 1 <= tuple(cluster)[0] <= 8):
-        raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1) with 1 <= n <= 8, got {cluster!r}")
+    if _clustered(cluster) and backend != "sim":
+        n, *rest = tuple(cluster)
+        if tuple(rest) not in ((), (1,), (1, 1)) or not 1 <= n <= 8:
+            raise TlxLaunchError(f"tlx.jit: 'ctas_per_cga' on the GPU must be (n, 1, 1) with 1 <= n <= 8, "
+                                 f"got {cluster!r}")
     for name, allowed in UNUSED_LAUNCH_OPTIONS.items():
         v = kwargs.get(name)
         if v is not None and v is not False:
