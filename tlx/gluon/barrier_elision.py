@@ -46,6 +46,8 @@ _RETURN = re.compile(r"^\s*(@!?%\w+\s+)?(ret|exit)\b")
 _UNCONDITIONAL = re.compile(r"^\s*bra(\.uni)?\s|^\s*(ret|exit)\b")
 _BARRIER = re.compile(r"^\s*(@!?%\w+\s+)?(bar|barrier)\.(sync|red)\b")
 _LOC = re.compile(r"^\s*\.loc\s+\d+\s+(\d+)\s+(\d+)\s*(//\s*(.*))?$")
+_FUNCTION = re.compile(r"^\s*(\.(visible|weak|extern)\s+)*\.(entry|func)\b")
+ENTRY = object()                   # _units' sentinel: a function's header (its first block is an entry)
 
 NEUTRAL, BARRIER, WGMMA_WAIT, WGMMA_COMMIT, MBAR_WAIT, MBAR_ARRIVE, TMA_LOAD, MARK, UNSAFE = range(9)
 
@@ -95,12 +97,13 @@ class _Block:
     units: list[_Unit] = field(default_factory=list)
     preds: list[int] = field(default_factory=list)
     label: str | None = None
+    entry: bool = False            # a function's first block; any other block with no predecessor is dead code
 
 
-def _units(lines: list[str]) -> list[_Unit | str]:
+def _units(lines: list[str]) -> list[_Unit | str | object]:
     """Instructions, inline-asm blocks (one unit each: their local labels and branches stay inside),
-    and labels (as plain strings) in order."""
-    out: list[_Unit | str] = []
+    labels (as plain strings) and function headers (ENTRY) in order."""
+    out: list[_Unit | str | object] = []
     i = 0
     while i < len(lines):
         s = lines[i].strip()
@@ -113,7 +116,9 @@ def _units(lines: list[str]) -> list[_Unit | str]:
             i = j + 1
             continue
         m = _LABEL.match(lines[i])
-        if m and not s.startswith("."):
+        if _FUNCTION.match(lines[i]):
+            out.append(ENTRY)
+        elif m and not s.startswith("."):
             out.append(m.group(1))
         elif s and not s.startswith("//") and not s.startswith("."):
             out.append(_Unit(i, i + 1, _classify(s), s))
@@ -123,10 +128,16 @@ def _units(lines: list[str]) -> list[_Unit | str]:
 
 def _blocks(lines: list[str]) -> list[_Block]:
     """Basic blocks of the PTX text with their predecessors (fall-through and branches). The entry
-    of each function is a block with no predecessor."""
-    blocks: list[_Block] = [_Block()]
+    of each function is a block with no predecessor (`entry`). A label right after an unconditional
+    branch that no branch names (LLVM's `$L__tmp` debug-line labels) also starts a block with none:
+    dead code, which no path runs through."""
+    blocks: list[_Block] = [_Block(entry=True)]
     falls_through, closed = True, False            # into the next block; the last block ended in a branch
     for u in _units(lines):
+        if u is ENTRY:
+            blocks.append(_Block(entry=True))
+            falls_through, closed = True, False
+            continue
         if isinstance(u, str) or closed:
             blocks.append(_Block(label=u if isinstance(u, str) else None,
                                  preds=[len(blocks) - 1] if falls_through else []))
@@ -187,7 +198,7 @@ def _walk_back(blocks: list[_Block], start: tuple[int, int], removable: set[int]
             elif u.kind == UNSAFE:
                 return f"a shared-memory access with no wgmma issued after it and retired: {u.text.strip()[:80]!r}"
         else:
-            if not block.preds:
+            if not block.preds and block.entry:
                 return "the start of the function"
             stack.extend((p, len(blocks[p].units), issued_after, need) for p in block.preds)
     return None
