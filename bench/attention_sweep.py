@@ -139,12 +139,6 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
                                                                 PINGPONG=True),
           # a consumer whose rows attend only the first half of its last (diagonal) block runs it at BN // 2 keys
           "default_half": lambda D, S, causal: replace(attention.default_config(D, S, causal), HALF_DIAGONAL=True),
-          # the softmax row max and sum as trees of halvings (row_max, row_sum), not one chain per row
-          "default_tree": lambda D, S, causal: replace(attention.default_config(D, S, causal), TREE_REDUCE=True),
-          "default_tree_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), TREE_REDUCE=True,
-                                                            POLY_EXP2=True),
-          "default_tree_pingpong": lambda D, S, causal: replace(attention.default_config(D, S, causal),
-                                                                TREE_REDUCE=True, PINGPONG=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
                                                                  PERSISTENT=True, BALANCED=causal,

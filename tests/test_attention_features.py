@@ -516,34 +516,6 @@ def test_pin_wait_keeps_the_softmax_before_the_pv_wait(D):
     assert _pv_wait_overlap(attention.Config(STAGES=3, PIPELINE=True, PIN_WAIT=True), D) >= 64
 
 
-def _longest_chain(ops: list[str], opcode: str) -> int:
-    """The longest run of `opcode` instructions (FMNMX, FADD) in which each reads the previous one's
-    result: the depth of a reduction as ptxas scheduled it (register names as dataflow; a register
-    rewritten by any other instruction ends the chain through it)."""
-    depth, longest = {}, 0
-    for t in ops:
-        parts = [p.strip() for p in t.split(" ", 1)[-1].split(",")] if " " in t else []
-        dst = parts[0] if parts else None
-        if t.split(" ")[0].split(".")[0] == opcode and dst:
-            d = 1 + max((depth.get(p, 0) for p in parts[1:]), default=0)
-            depth[dst] = d
-            longest = max(longest, d)
-        elif dst:
-            depth.pop(dst, None)
-    return longest
-
-
-@pytest.mark.parametrize("cfg", [attention.Config(P_EARLY=True), attention.Config(STAGES=3, PIPELINE=True)],
-                         ids=["plain", "pipelined"])
-def test_tree_reduce_shortens_the_row_chains(cfg):
-    """TREE_REDUCE: the row max and sum of a 64 x 128 score tile are trees in the SASS (four halvings,
-    the last in-thread pair, then the shuffles and the running max or sum: 7-9 deep), not tl.max's and
-    tl.sum's chains of 31 per thread and row (33 with those); every exp of the row waits for the max."""
-    from dataclasses import replace
-    chain, tree = _attention_sass(cfg, 64), _attention_sass(replace(cfg, TREE_REDUCE=True), 64)
-    for opcode in ("FMNMX", "FADD"):
-        assert _longest_chain(chain, opcode) >= 31 and _longest_chain(tree, opcode) <= 10
-
 def _exp_to_pv_path(cfg: attention.Config, D: int) -> int:
     """The longest stretch of SASS instructions from a consumer's last exp to the P V wgmma (the first
     HGMMA with P, a register operand) after it: the tail of the Q K^T -> P V critical path."""

@@ -11,7 +11,7 @@ import triton.language as tl
 import tlx
 from tests.test_attention_features import reference
 from tlx.kernels import attention, gemm
-from tlx.kernels.attention import exp2_poly, row_max, row_sum
+from tlx.kernels.attention import exp2_poly
 from tlx.kernels.vector_add import two_task_add
 
 
@@ -483,27 +483,6 @@ def test_exp2_poly_matches_exp2():
     assert ((y[~inside] > 2.0 ** -126) & (y[~inside] <= 2.0 ** -125)).all()
 
 
-
-@tlx.jit
-def row_reduce_kernel(x_ptr, max_ptr, sum_ptr, R: tl.constexpr, N: tl.constexpr, TREE: tl.constexpr):
-    rows = tl.arange(0, R)
-    x = tl.load(x_ptr + rows[:, None] * N + tl.arange(0, N)[None, :])
-    tl.store(max_ptr + rows, row_max(x, TREE))
-    tl.store(sum_ptr + rows, row_sum(x, TREE))
-
-
-@pytest.mark.parametrize("N", [16, 64, 128, 256])
-def test_row_max_and_sum_trees(N):
-    """row_max and row_sum (TREE_REDUCE's halvings) against torch, and against the chains (TREE=False):
-    the max exactly, the sum to float32 rounding. The attention tests cannot see a wrong max: softmax
-    is exact for any finite shift."""
-    x = torch.randn(64, N) * 10
-    for tree in (False, True):
-        mx, sm = torch.full((64,), float("nan")), torch.full((64,), float("nan"))
-        row_reduce_kernel[(1,)](x, mx, sm, R=64, N=N, TREE=tree, backend="sim")
-        assert torch.equal(mx, x.max(1).values)
-        assert ((sm.double() - x.double().sum(1)).abs() <= 1e-5 * x.double().abs().sum(1)).all()
-
 @pytest.mark.parametrize("D,causal,cfg", [
     (64, True, attention.Config(BN=256, PERSISTENT=True, PROGRAMS=2, POLY_EXP2=True)),
     (64, False, attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, POLY_EXP2=True)),
@@ -520,25 +499,6 @@ def test_attention_poly_exp2(D, causal, cfg):
     assert rel_err(out, ref) <= 1e-2
     assert rel_err(lse, ref_lse) <= 1e-4
 
-
-
-@pytest.mark.parametrize("D,causal,softcap,cfg", [
-    (64, True, None, replace(attention.default_config(64, 1024, True), TREE_REDUCE=True, PROGRAMS=2)),
-    (128, False, None, replace(attention.default_config(128, 4096, False), TREE_REDUCE=True, PROGRAMS=2)),
-    (128, True, 30.0, attention.Config(STAGES=3, PIPELINE=True, TREE_REDUCE=True)),
-    (64, False, None, attention.Config(BN=256, TREE_REDUCE=True))],
-    ids=["d64-causal-half-diagonal", "d128-persistent-pipelined", "d128-pipelined-causal-softcap", "d64-bn256"])
-def test_attention_tree_reduce(D, causal, softcap, cfg):
-    """TREE_REDUCE: the softmax row max and sum by halvings (row_max, row_sum) on masked, half-width,
-    pipelined and softcapped blocks; output and LSE against float64."""
-    S = 512
-    q, k, v = (torch.randn(1, 2, S, D, dtype=torch.float16) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    out, lse = attention.attention(q, k, v, causal=causal, softcap=softcap, config=cfg, out=out, backend="sim",
-                                   return_lse=True)
-    ref, ref_lse = reference(q, k, v, causal=causal, softcap=softcap)
-    assert rel_err(out, ref) <= 1e-2
-    assert rel_err(lse, ref_lse) <= 1e-4
 
 def test_cached_launches_hold_their_own_buffers():
     """A GPU prepared launch keeps addresses only, so the op wrappers' cached launches must keep the buffers

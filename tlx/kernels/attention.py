@@ -116,62 +116,6 @@ def exp2_quarter_poly(x):
 
 
 @tlx.jit
-def halve_max(x):
-    """The maximum of x's column halves [0, N/2) and [N/2, N), element by element. The top bit of the
-    column index is a register bit of the wgmma accumulator's layout: no value moves between threads."""
-    R: tl.constexpr = x.shape[0]
-    N: tl.constexpr = x.shape[1]
-    lo, hi = tl.split(tl.permute(tl.reshape(x, (R, 2, N // 2)), (0, 2, 1)))
-    return tl.maximum(lo, hi)
-
-
-@tlx.jit
-def halve_sum(x):
-    """As halve_max, the sum."""
-    R: tl.constexpr = x.shape[0]
-    N: tl.constexpr = x.shape[1]
-    lo, hi = tl.split(tl.permute(tl.reshape(x, (R, 2, N // 2)), (0, 2, 1)))
-    return lo + hi
-
-
-@tlx.jit
-def row_max(x, TREE: tl.constexpr):
-    """tl.max(x, 1) of a [rows, N] score tile; TREE (TREE_REDUCE): as a tree, halving down to 8 columns
-    before tl.max's in-thread step and shuffles. tl.max alone reduces each thread's N / 4 values of a row
-    in one dependent chain (31 FMNMX at N=128 in ptxas 12.8's SASS), and every exp of the row waits for
-    its end; the tree has five levels (N=128)."""
-    if TREE:                                        # (N <= 256: five halvings at most)
-        if x.shape[1] > 8:
-            x = halve_max(x)
-        if x.shape[1] > 8:
-            x = halve_max(x)
-        if x.shape[1] > 8:
-            x = halve_max(x)
-        if x.shape[1] > 8:
-            x = halve_max(x)
-        if x.shape[1] > 8:
-            x = halve_max(x)
-    return tl.max(x, 1)
-
-
-@tlx.jit
-def row_sum(x, TREE: tl.constexpr):
-    """tl.sum(x, 1); TREE: as a tree, as row_max."""
-    if TREE:
-        if x.shape[1] > 8:
-            x = halve_sum(x)
-        if x.shape[1] > 8:
-            x = halve_sum(x)
-        if x.shape[1] > 8:
-            x = halve_sum(x)
-        if x.shape[1] > 8:
-            x = halve_sum(x)
-        if x.shape[1] > 8:
-            x = halve_sum(x)
-    return tl.sum(x, 1)
-
-
-@tlx.jit
 def transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN: tl.constexpr, SOFTCAP: tl.constexpr,
                      SCORE_MOD: tl.constexpr, ACTIVATION: tl.constexpr):
     """The score tile: log2 units for softmax (exp2 follows), natural units for other activations.
@@ -241,7 +185,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                      h, sm_scale, softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                      STAGES: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr,
                      PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr, TREE_REDUCE: tl.constexpr):
+                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -272,15 +216,15 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
         if RELEASE_K_EARLY:
             tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
-            m_new = tl.maximum(m_i, row_max(qk, TREE_REDUCE) * scale)
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
             x = qk * scale - m_new[:, None]
             prob = exp2_quarter_poly(x) if POLY_EXP2 else tl.exp2(x)
         else:
             qk = transform_scores(qk, a, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
-            m_new = tl.maximum(m_i, row_max(qk, TREE_REDUCE))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
             prob = tl.exp2(qk - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + row_sum(prob, TREE_REDUCE)
+        l_i = l_i * alpha + tl.sum(prob, 1)
         rescale = 1                                       # LAZY_RESCALE: block a always rescales
         m_i = m_new
         p16 = prob.to(dtype)                              # block a's P: its P V goes out with block a+1's Q K^T
@@ -306,14 +250,14 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
             else:
                 qk = transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN, SOFTCAP, SCORE_MOD, "softmax")
                 qk_scale = 1.0
-            m_new = tl.maximum(m_i, row_max(qk, TREE_REDUCE) * qk_scale)
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             if LAZY_RESCALE:
                 m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
                 rescale = (tl.max(m_new - m_i, 0) > 0).to(tl.int32)   # needed only before the next P V
             x = qk * qk_scale - m_new[:, None]
             prob = exp2_quarter_poly(x) if POLY_EXP2 and SCORE_MOD is None else tl.exp2(x)   # (mods: -inf)
             alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + row_sum(prob, TREE_REDUCE)
+            l_i = l_i * alpha + tl.sum(prob, 1)
             p_new = prob
             if P_EARLY:                                   # (p16 of block j-1 stays P V's operand until the
                 p_new = prob.to(dtype)                    # wait: block j's P is a new value)
@@ -342,7 +286,7 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                     VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr, TREE_REDUCE: tl.constexpr,
+                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
                     HALF: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
@@ -383,13 +327,13 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
         # plain scores (scale >= 0, checked on the host): the row max of the raw Q K^T scaled once per
         # row, then one FMA per score inside exp2 (FlashAttention-3's form; no separate scaling pass)
         scale = sm_scale * LOG2E
-        m_new = tl.maximum(m_i, row_max(qk, TREE_REDUCE) * scale)
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
         if LAZY_RESCALE:                                 # a row keeps its max until it runs 2^8 ahead
             m_new = tl.where(m_new - m_i > RESCALE_LOG2, m_new, m_i)
         x = qk * scale - m_new[:, None]
         prob = exp2_quarter_poly(x) if POLY_EXP2 else tl.exp2(x)
         alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + row_sum(prob, TREE_REDUCE)
+        l_i = l_i * alpha + tl.sum(prob, 1)
         if LAZY_RESCALE:                                 # any row of the warp group moved: one branch for all
             for _ in range((tl.max(m_new - m_i, 0) > 0).to(tl.int32)):   # (a runtime `if` as a loop, see
                 acc = acc * alpha[:, None]                                # pipelined_blocks)
@@ -401,14 +345,14 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
         if MASK:
             qk = apply_mask(qk, float("-inf"), j, r0, kv_len, b, h, win_l, win_r, BN, BOUND_L, BOUND_R,
                             MASK_MOD, VARLEN)
-        m_new = tl.maximum(m_i, row_max(qk, TREE_REDUCE))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
         if MASK and (BOUND_L or MASK_MOD is not None or VARLEN):
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)   # a row kept nothing yet: no -inf - -inf
         else:
             m_use = m_new
         prob = tl.exp2(qk - m_use[:, None])
         alpha = tl.exp2(m_i - m_use)
-        l_i = l_i * alpha + row_sum(prob, TREE_REDUCE)
+        l_i = l_i * alpha + tl.sum(prob, 1)
         acc = acc * alpha[:, None]
         m_i = m_new
     else:
@@ -520,7 +464,7 @@ def block_loop(j0, j1, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, 
                STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr, TREE_REDUCE: tl.constexpr,
+               POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
                HALF: tl.constexpr):
     """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not; HALF: only
     each block's first BN // 2 keys (see consume_blocks)."""
@@ -529,7 +473,7 @@ def block_loop(j0, j1, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, 
                                         m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                         CONSUMERS, BN, STAGES, MASK, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                         MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                        RELEASE_K_EARLY, LEAN_SYNC, TREE_REDUCE, HALF)
+                                        RELEASE_K_EARLY, LEAN_SYNC, HALF)
     return m_i, l_i, acc
 
 
@@ -540,7 +484,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                    BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                    MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                    PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, LEAN_SYNC: tl.constexpr, TREE_REDUCE: tl.constexpr,
+                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, LEAN_SYNC: tl.constexpr,
                    HALF_DIAGONAL: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
@@ -577,18 +521,18 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
         m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_bufs[q_slot + opaque_zero], k_bufs, v_bufs, k_full, v_full,
                                    k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r,
                                    cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, TREE_REDUCE,
+                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC,
                                    False)
     if PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                         RELEASE_K_EARLY, LEAN_SYNC, TREE_REDUCE)
+                                         RELEASE_K_EARLY, LEAN_SYNC)
     else:
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
                                    False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, TREE_REDUCE, False)
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, False)
     # with BN == BM (tiles start on block edges) a causal mask ends only consumer 0's rows in a block's
     # first half: the others get no half-block code (under a right window theirs then run whole)
     HALF: tl.constexpr = HALF_DIAGONAL and (cid == 0 or BN != ROWS * CONSUMERS)
@@ -603,13 +547,13 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                                    v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
                                    win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                    SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                   RELEASE_K_EARLY, LEAN_SYNC, TREE_REDUCE, False)
+                                   RELEASE_K_EARLY, LEAN_SYNC, False)
         if HALF:                                                     # zero or one block (a loop reconciles the
             m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_bufs[q_slot + 3 * opaque_zero], k_bufs, v_bufs,
                                        k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale,
                                        softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L,
                                        BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY,
-                                       LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, TREE_REDUCE, True)  # half-width rows' layouts)
+                                       LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, True)  # half-width rows' layouts)
     if SKIP_BLOCKS and BOUND_R:
         skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
@@ -825,7 +769,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
                  RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr,
-                 LEAN_SYNC: tl.constexpr, TREE_REDUCE: tl.constexpr, HALF_DIAGONAL: tl.constexpr):
+                 LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -846,7 +790,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
                                    kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC, TREE_REDUCE,
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC,
                                    HALF_DIAGONAL)
     stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
     if ACTIVATION == "softmax":
@@ -881,7 +825,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          O_BUFFER: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
-                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr, TREE_REDUCE: tl.constexpr,
+                         BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr,
                          HALF_DIAGONAL: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
@@ -995,7 +939,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
                                         PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                         PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC, TREE_REDUCE,
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC,
                                         HALF_DIAGONAL)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
@@ -1011,7 +955,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
                                         PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
                                         PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC, TREE_REDUCE,
+                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC,
                                         HALF_DIAGONAL)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
@@ -1056,8 +1000,6 @@ class Config:
     PREFETCH: bool = False        # BALANCED (static): each tile's number read from the table a tile ahead
     LEAN_SYNC: bool = False       # no warp-group bar.sync before the consumers' stage releases and in-loop K waits
     #                               (barrier_arrive's warpgroup_sync=False: only retired wgmmas read K, V and Q)
-    TREE_REDUCE: bool = False     # softmax row max and sum as trees of halvings (row_max, row_sum), not one
-    #                               dependent chain per thread and row
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
 
@@ -1514,7 +1456,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
                 TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, PREFETCH=cfg.PREFETCH,
-                LEAN_SYNC=cfg.LEAN_SYNC, TREE_REDUCE=cfg.TREE_REDUCE, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None)
+                LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None)
     return args, grid, meta, cfg
 
 
