@@ -111,8 +111,11 @@ def test_a_dead_label_block_is_no_path():
                      "$L__BB0_9:", "\tret;", "}", ""])
     assert barrier_elision.elide(ptx)[1] == 3
     reachable = ptx.replace("{\n", "{\n\t@%p4 bra \t$L__tmp3;\n")      # a branch from the entry names it
-    with pytest.raises(TlxCompileError, match="the start of the function"):
-        barrier_elision.elide(reachable)
+    table = ptx.replace("{\n", "{\n\tbrx.idx \t%r5, $L__tbl;\n")           # a branch table might
+    for refused in (reachable, table):
+        with pytest.raises(TlxCompileError, match="the start of the function"):
+            barrier_elision.elide(refused)
+
 
 def test_tma_load_marks_need_a_barrier_over_single_thread_issues_only():
     """A one-partition refill: barrier, expect, load A, load B. Membar's barriers before the two loads
@@ -166,7 +169,6 @@ def test_lean_gemm_consumers_keep_no_barrier_in_their_k_loop(cfg):
     ptx = lean.asm["ptx"]
     loop = ptx[ptx.index("wgmma.wait_group.sync.aligned 1"):]
     assert "bar.sync" not in loop[:loop.index("mbarrier.arrive") + 400].split("wgmma.wait_group.sync.aligned 1")[0]
-
 
 
 @pytest.mark.parametrize("act", ["gelu", "silu"])

@@ -130,7 +130,7 @@ def _blocks(lines: list[str]) -> list[_Block]:
     """Basic blocks of the PTX text with their predecessors (fall-through and branches). The entry
     of each function is a block with no predecessor (`entry`). A label right after an unconditional
     branch that no branch names (LLVM's `$L__tmp` debug-line labels) also starts a block with none:
-    dead code, which no path runs through."""
+    dead code, which no path runs through (unless an indirect branch, `brx.idx`, could reach it)."""
     blocks: list[_Block] = [_Block(entry=True)]
     falls_through, closed = True, False            # into the next block; the last block ended in a branch
     for u in _units(lines):
@@ -148,11 +148,16 @@ def _blocks(lines: list[str]) -> list[_Block]:
         if u.end == u.line + 1 and (_BRANCH.match(u.text) or _RETURN.match(u.text)):
             falls_through, closed = not _UNCONDITIONAL.match(u.text), True
     where = {b.label: n for n, b in enumerate(blocks) if b.label}
+    indirect = False
     for n, b in enumerate(blocks):
         for u in b.units:
             m = u.end == u.line + 1 and _BRANCH.match(u.text)
             if m and m.group(3) in where:
                 blocks[where[m.group(3)]].preds.append(n)
+            indirect = indirect or bool(re.search(r"\bbrx\.idx\b", u.text))
+    if indirect:                                   # a branch table's labels have no predecessor here
+        for b in blocks:
+            b.entry = b.entry or not b.preds
     return blocks
 
 
