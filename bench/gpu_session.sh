@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
-#   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas
+#   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
-# options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; each part is killed after PART_TIMEOUT seconds
+# options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
+# whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/attention_profile.py ${PROFILE_ARGS} (not yet
+# run on a GPU; the device image has ncu, KINDS.md); each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
 OUT=${OUT:-/tmp/tlx-out}
@@ -26,6 +28,10 @@ for part in "$@"; do
     placement) timeout "${PART_TIMEOUT:-60}" python3 -u bench/gemm_placement.py > "$OUT/gemm_placement.log" 2>&1 ;;
     cublas)    timeout "${PART_TIMEOUT:-90}" python3 -u bench/cublas_kernels.py --out "$OUT/cublas_kernels.json" > "$OUT/cublas_kernels.log" 2>&1 ;;
     overhead)  timeout "${PART_TIMEOUT:-60}" python3 -u bench/launch_overhead.py > "$OUT/launch_overhead.log" 2>&1 ;;
+    ncu)       timeout "${PART_TIMEOUT:-240}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-attention}" \
+                 --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+                 --section WarpStateStats --section SchedulerStats --section InstructionStats --csv --page details \
+                 python3 -u bench/attention_profile.py ${PROFILE_ARGS:-} > "$OUT/ncu.csv" 2> "$OUT/ncu.log" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
   echo "$part: rc=$? in $(( $(date +%s) - start )) s"
