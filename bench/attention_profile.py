@@ -8,6 +8,7 @@ as many times. Written in the sixteenth session and not yet run on a GPU."""
 from __future__ import annotations
 
 import argparse
+import re
 
 import torch
 import torch.nn.functional as F
@@ -18,9 +19,11 @@ from tlx.kernels import attention
 
 def parse_shape(text: str) -> tuple[int, int, bool]:
     """(D, S, causal) of "DxS" or "DxSc"."""
-    causal = text.endswith("c")
-    d, s = text.rstrip("c").split("x")
-    return int(d), int(s), causal
+    m = re.fullmatch(r"(64|128|256)x(\d+)(c?)", text)
+    if not m or int(m.group(2)) not in (1024, 2048, 4096, 8192, 16384):
+        raise SystemExit(f"attention_profile.py: --shape must be DxS or DxSc with D in 64/128/256 and S in "
+                         f"1024..16384 (a power of two), got {text!r}")
+    return int(m.group(1)), int(m.group(2)), m.group(3) == "c"
 
 
 def main():
