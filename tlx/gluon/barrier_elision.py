@@ -46,6 +46,7 @@ _RETURN = re.compile(r"^\s*(@!?%\w+\s+)?(ret|exit)\b")
 _UNCONDITIONAL = re.compile(r"^\s*bra(\.uni)?\s|^\s*(ret|exit)\b")
 _BARRIER = re.compile(r"^\s*(@!?%\w+\s+)?(bar|barrier)\.(sync|red)\b")
 _LOC = re.compile(r"^\s*\.loc\s+\d+\s+(\d+)\s+(\d+)\s*(//\s*(.*))?$")
+_INDIRECT = re.compile(r"\bbrx\.idx\b")
 _FUNCTION = re.compile(r"^\s*(\.(visible|weak|extern)\s+)*\.(entry|func)\b")
 ENTRY = object()                   # _units' sentinel: a function's header (its first block is an entry)
 
@@ -148,14 +149,12 @@ def _blocks(lines: list[str]) -> list[_Block]:
         if u.end == u.line + 1 and (_BRANCH.match(u.text) or _RETURN.match(u.text)):
             falls_through, closed = not _UNCONDITIONAL.match(u.text), True
     where = {b.label: n for n, b in enumerate(blocks) if b.label}
-    indirect = False
     for n, b in enumerate(blocks):
         for u in b.units:
             m = u.end == u.line + 1 and _BRANCH.match(u.text)
             if m and m.group(3) in where:
                 blocks[where[m.group(3)]].preds.append(n)
-            indirect = indirect or bool(re.search(r"\bbrx\.idx\b", u.text))
-    if indirect:                                   # a branch table's labels have no predecessor here
+    if any(_INDIRECT.search(line) for line in lines):   # a branch table's labels have no predecessor here
         for b in blocks:
             b.entry = b.entry or not b.preds
     return blocks
