@@ -4,7 +4,7 @@ launches that its filters pick; run alone, it only launches them.
     PYTHONPATH=. python3 bench/attention_profile.py [--shape 64x1024c] [--launches 2]
 A shape is DxS, "c" for causal (B*S = 16384, H*D = 2048, bf16, as in bench/attention.py). The tlx
 kernel runs `--launches` times (the first compiles; the part profiles the second), then cuDNN's SDPA
-as many times. Written in the sixteenth session and not yet run on a GPU."""
+as many times. First run under ncu on 2026-12-06 (bench/results/2026-12-06/ncu-run1-*)."""
 from __future__ import annotations
 
 import argparse

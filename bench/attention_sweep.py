@@ -121,6 +121,16 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True),
           "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True),
           "default_rk": lambda D, S, causal: replace(attention.default_config(D, S, causal), RELEASE_K_EARLY=True),
+          # the P V wait held below the softmax (PIN_WAIT: lost with ping-pong, where the other consumer fills
+          # the tensor cores; untimed on the non-ping-pong D=128 default) and P converted early (P_EARLY)
+          "default_pin": lambda D, S, causal: replace(attention.default_config(D, S, causal), PIN_WAIT=True),
+          "default_early": lambda D, S, causal: replace(attention.default_config(D, S, causal), P_EARLY=True),
+          "default_pin_early": lambda D, S, causal: replace(attention.default_config(D, S, causal), PIN_WAIT=True,
+                                                            P_EARLY=True),
+          # a deeper K/V ring (Nsight Compute, ncu-run1: D=64 causal 1024 keys, the consumers spend 6% of their
+          # samples waiting for K or V to land with the default two stages)
+          **{f"default_s{n}": (lambda n: lambda D, S, causal: replace(attention.default_config(D, S, causal),
+                                                                      STAGES=n))(n) for n in (3, 4)},
           "default_noskip": lambda D, S, causal: replace(attention.default_config(D, S, causal), SKIP_MASKED=False),
           # tiles taken from a global counter as programs finish (persistent even where the default is a grid)
           "default_dyn": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,

@@ -3,8 +3,8 @@
 #   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
-# whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/attention_profile.py ${PROFILE_ARGS} (not yet
-# run on a GPU; the device image has ncu, KINDS.md); each part is killed after PART_TIMEOUT seconds
+# whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/attention_profile.py ${PROFILE_ARGS} into $OUT/ncu.ncu-rep,
+# its csv pages and bench/ncu_summary.py's reading of them (first run 2026-12-06, ncu-run1); each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
 OUT=${OUT:-/tmp/tlx-out}
@@ -30,8 +30,12 @@ for part in "$@"; do
     overhead)  timeout "${PART_TIMEOUT:-60}" python3 -u bench/launch_overhead.py > "$OUT/launch_overhead.log" 2>&1 ;;
     ncu)       timeout "${PART_TIMEOUT:-240}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-attention}" \
                  --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-                 --section WarpStateStats --section SchedulerStats --section InstructionStats --csv --page details \
-                 python3 -u bench/attention_profile.py ${PROFILE_ARGS:-} > "$OUT/ncu.csv" 2> "$OUT/ncu.log" ;;
+                 --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
+                 -f -o "$OUT/ncu" python3 -u bench/attention_profile.py ${PROFILE_ARGS:-} > "$OUT/ncu.log" 2>&1
+               # the report (open it in Nsight Compute) read three ways: section tables, every metric, stalls per SASS line
+               for page in details raw; do ncu --import "$OUT/ncu.ncu-rep" --csv --page $page > "$OUT/ncu_$page.csv" 2>> "$OUT/ncu.log"; done
+               ncu --import "$OUT/ncu.ncu-rep" --csv --page source --print-source sass > "$OUT/ncu_sass.csv" 2>> "$OUT/ncu.log"
+               python3 bench/ncu_summary.py "$OUT/ncu_sass.csv" --raw "$OUT/ncu_raw.csv" > "$OUT/ncu_summary.txt" 2>> "$OUT/ncu.log" ;;
     *) echo "unknown part $part"; exit 2 ;;
   esac
   echo "$part: rc=$? in $(( $(date +%s) - start )) s"
