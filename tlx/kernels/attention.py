@@ -39,6 +39,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
+from tlx.kernels.activations import gelu, silu
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
@@ -159,9 +160,9 @@ def apply_mask(x, fill, j, r0, kv_len, b, h, win_l, win_r, BN: tl.constexpr, BOU
 def activate(s, ACTIVATION: tl.constexpr):
     """Generalized attention's elementwise activation (no normalization)."""
     if ACTIVATION == "gelu":
-        p = 0.5 * s * (1.0 + tl.erf(s * 0.7071067811865476))
+        p = gelu(s)
     else:                                                  # silu
-        p = s / (1.0 + tl.exp(-s))
+        p = silu(s)
     return p
 
 

@@ -22,6 +22,7 @@ import triton.language as tl
 
 import tlx
 from tlx.errors import ConfigRejected
+from tlx.kernels.activations import gelu, silu
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
@@ -164,9 +165,9 @@ def epilogue(acc, bias_ptr, off_n, N, HAS_BIAS: tl.constexpr, ACTIVATION: tl.con
     if ACTIVATION == "relu":
         acc = tl.maximum(acc, 0.0)
     elif ACTIVATION == "gelu":
-        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+        acc = gelu(acc)
     elif ACTIVATION == "silu":
-        acc = acc / (1.0 + tl.exp(-acc))
+        acc = silu(acc)
     return acc
 
 
