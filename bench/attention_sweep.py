@@ -128,7 +128,7 @@ SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal)
           "default_pin_early": lambda D, S, causal: replace(attention.default_config(D, S, causal), PIN_WAIT=True,
                                                             P_EARLY=True),
           # a deeper K/V ring (Nsight Compute, ncu-run1: D=64 causal 1024 keys, the consumers spend 6% of their
-          # samples waiting for K or V to land with the default two stages)
+          # samples waiting for K or V to land with the default two stages; sweep run 13: +0.2-0.3%, noise)
           **{f"default_s{n}": (lambda n: lambda D, S, causal: replace(attention.default_config(D, S, causal),
                                                                       STAGES=n))(n) for n in (3, 4)},
           "default_noskip": lambda D, S, causal: replace(attention.default_config(D, S, causal), SKIP_MASKED=False),
