@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT.
+# One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT. Several runs in one call
+# (each with its own settings): bench/device_call.sh, which packs them into one archive.
 #   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
