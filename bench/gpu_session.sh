@@ -4,7 +4,8 @@
 #   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
-# whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/attention_profile.py ${PROFILE_ARGS} into $OUT/ncu.ncu-rep,
+# whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/${PROFILE:-attention}_profile.py ${PROFILE_ARGS}
+# (PROFILE=gemm: bench/gemm_profile.py, with NCU_KERNEL=matmul or nvjet) into $OUT/ncu.ncu-rep,
 # its csv pages and bench/ncu_summary.py's reading of them (first run 2026-12-06, ncu-run1); each part is killed after PART_TIMEOUT seconds
 # (defaults per part below: a hung kernel must not eat the whole device call). Runs from the copied tree (PYTHONPATH=.); each part's log is kept even when a part fails.
 set -u
@@ -32,7 +33,7 @@ for part in "$@"; do
     ncu)       timeout "${PART_TIMEOUT:-240}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-attention}" \
                  --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
                  --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters \
-                 -f -o "$OUT/ncu" python3 -u bench/attention_profile.py ${PROFILE_ARGS:-} > "$OUT/ncu.log" 2>&1
+                 -f -o "$OUT/ncu" python3 -u bench/${PROFILE:-attention}_profile.py ${PROFILE_ARGS:-} > "$OUT/ncu.log" 2>&1
                # the report (open it in Nsight Compute) read three ways: section tables, every metric, stalls per SASS line
                for page in details raw; do ncu --import "$OUT/ncu.ncu-rep" --csv --page $page > "$OUT/ncu_$page.csv" 2>> "$OUT/ncu.log"; done
                ncu --import "$OUT/ncu.ncu-rep" --csv --page source --print-source sass > "$OUT/ncu_sass.csv" 2>> "$OUT/ncu.log"

@@ -1,5 +1,6 @@
-"""bench/attention_profile.py (the launches gpu_session's `ncu` part profiles): its shape argument and
-its refusal on a machine without a GPU."""
+"""The profiling helpers of bench/: attention_profile.py and gemm_profile.py (the launches gpu_session's `ncu` part
+profiles: their shape arguments and their refusal on a machine without a GPU) and ncu_summary.py (its reading
+of ncu's SASS page)."""
 import pathlib
 import subprocess
 import sys
@@ -57,3 +58,15 @@ def test_ncu_summary_refuses_other_files(tmp_path):
     bad.write_text('"ID","Kernel Name","Metric Name"\n"0","k","Duration"\n')
     with pytest.raises(SystemExit, match="is not an ncu SASS page"):
         read_sass(str(bad))
+
+
+def test_gemm_profile_shapes_and_no_gpu_refusal():
+    from bench.gemm_profile import parse_shape as parse_gemm_shape
+    assert parse_gemm_shape("4096x4096x512") == (4096, 4096, 512)
+    for bad in ("4096x4096", "8x4096x4096", "4096*4096*4096"):
+        with pytest.raises(SystemExit, match="--shape must be MxNxK"):
+            parse_gemm_shape(bad)
+    proc = subprocess.run([sys.executable, "bench/gemm_profile.py", "--shape", "256x256x256"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 1 and "needs a CUDA GPU" in proc.stderr
