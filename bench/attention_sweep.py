@@ -115,53 +115,48 @@ CANDIDATES = {
           "bn64_pipeline_pingpong_early_rk": C(BN=64, PIPELINE=True, PINGPONG=True, P_EARLY=True,
                                                RELEASE_K_EARLY=True)},
 }
+def with_default(**options):
+    """A per-shape candidate: the op's default for (D, S, causal) with `options` set."""
+    return lambda D, S, causal: replace(attention.default_config(D, S, causal), **options)
+
+
 # Per-shape candidates, for every head dim: the op's default for (D, S, causal) and the same with one option
 # more (an A/B of that option over the whole default table).
-SHAPED = {"default": lambda D, S, causal: attention.default_config(D, S, causal),
-          "default_lazy": lambda D, S, causal: replace(attention.default_config(D, S, causal), LAZY_RESCALE=True),
-          "default_poly": lambda D, S, causal: replace(attention.default_config(D, S, causal), POLY_EXP2=True),
-          "default_rk": lambda D, S, causal: replace(attention.default_config(D, S, causal), RELEASE_K_EARLY=True),
+SHAPED = {"default": with_default(),
+          "default_lazy": with_default(LAZY_RESCALE=True),
+          "default_poly": with_default(POLY_EXP2=True),
+          "default_rk": with_default(RELEASE_K_EARLY=True),
           # the P V wait held below the softmax (PIN_WAIT: lost with ping-pong, where the other consumer fills
           # the tensor cores; untimed on the non-ping-pong D=128 default) and P converted early (P_EARLY)
-          "default_pin": lambda D, S, causal: replace(attention.default_config(D, S, causal), PIN_WAIT=True),
-          "default_early": lambda D, S, causal: replace(attention.default_config(D, S, causal), P_EARLY=True),
-          "default_pin_early": lambda D, S, causal: replace(attention.default_config(D, S, causal), PIN_WAIT=True,
-                                                            P_EARLY=True),
+          "default_pin": with_default(PIN_WAIT=True),
+          "default_early": with_default(P_EARLY=True),
+          "default_pin_early": with_default(PIN_WAIT=True, P_EARLY=True),
           # a deeper K/V ring (Nsight Compute, ncu-run1: D=64 causal 1024 keys, the consumers spend 6% of their
           # samples waiting for K or V to land with the default two stages; sweep run 13: +0.2-0.3%, noise)
-          **{f"default_s{n}": (lambda n: lambda D, S, causal: replace(attention.default_config(D, S, causal),
-                                                                      STAGES=n))(n) for n in (3, 4)},
-          "default_noskip": lambda D, S, causal: replace(attention.default_config(D, S, causal), SKIP_MASKED=False),
+          **{f"default_s{n}": with_default(STAGES=n) for n in (3, 4)},
+          "default_noskip": with_default(SKIP_MASKED=False),
           # tiles taken from a global counter as programs finish (persistent even where the default is a grid)
-          "default_dyn": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
-                                                      DYNAMIC=True),
+          "default_dyn": with_default(PERSISTENT=True, DYNAMIC=True),
           # the default's kernel with tile_of's fixed rounds (no BALANCED table, no DYNAMIC tail)
-          "default_static": lambda D, S, causal: replace(attention.default_config(D, S, causal), BALANCED=False,
-                                                         DYNAMIC=False),
+          "default_static": with_default(BALANCED=False, DYNAMIC=False),
           # the tiles dealt by the host's balanced table (persistent even where the default is a grid)
-          "default_bal": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
-                                                      BALANCED=True),
+          "default_bal": with_default(PERSISTENT=True, BALANCED=True),
           # BALANCED with each tile's number read a tile ahead (its first wgmma waited for the table load)
-          "default_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PREFETCH=True),
+          "default_prefetch": with_default(PREFETCH=True),
           # no warp-group bar.sync before the consumers' stage releases (barrier_arrive's warpgroup_sync)
-          "default_lean": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True),
-          "default_lean_pingpong": lambda D, S, causal: replace(attention.default_config(D, S, causal), LEAN_SYNC=True,
-                                                                PINGPONG=True),
+          "default_lean": with_default(LEAN_SYNC=True),
+          "default_lean_pingpong": with_default(LEAN_SYNC=True, PINGPONG=True),
           # a consumer whose rows attend only the first half of its last (diagonal) block runs it at BN // 2 keys
-          "default_half": lambda D, S, causal: replace(attention.default_config(D, S, causal), HALF_DIAGONAL=True),
+          "default_half": with_default(HALF_DIAGONAL=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
                                                                  PERSISTENT=True, BALANCED=causal,
                                                                  HALF_DIAGONAL=causal),
-          "default_bal_prefetch": lambda D, S, causal: replace(attention.default_config(D, S, causal), PERSISTENT=True,
-                                                               BALANCED=True, DYNAMIC=False, PREFETCH=True),
+          "default_bal_prefetch": with_default(PERSISTENT=True, BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
-          **{f"default_bal_tail{int(share * 100)}": (lambda share: lambda D, S, causal: replace(
-              attention.default_config(D, S, causal), PERSISTENT=True, BALANCED=True, DYNAMIC=True, TAIL=share))(share)
-             for share in (0.1, 0.2)},
-          **{f"default_dyn_g{g}": (lambda g: lambda D, S, causal: replace(
-              attention.default_config(D, S, causal), PERSISTENT=True, DYNAMIC=True, HEAD_GROUP=g))(g)
-             for g in (1, 4, 16)}}
+          **{f"default_bal_tail{int(share * 100)}": with_default(PERSISTENT=True, BALANCED=True, DYNAMIC=True,
+                                                                  TAIL=share) for share in (0.1, 0.2)},
+          **{f"default_dyn_g{g}": with_default(PERSISTENT=True, DYNAMIC=True, HEAD_GROUP=g) for g in (1, 4, 16)}}
 
 
 def time_row(q, k, v, causal, cands: dict, ref, rounds: int, first: int) -> dict:
