@@ -19,11 +19,15 @@ def test_shapes_parse_and_bad_ones_are_refused():
             parse_shape(bad)
 
 
+def _refuses_without_a_gpu(*argv: str) -> bool:
+    """Whether the script, run with no GPU visible, exits with status 1 and says it needs one."""
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
+    return proc.returncode == 1 and "needs a CUDA GPU" in proc.stderr
+
+
 def test_without_a_gpu_it_says_so():
-    proc = subprocess.run([sys.executable, "bench/attention_profile.py"], capture_output=True, text=True, cwd=ROOT,
-                          env={"PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"},
-                          timeout=120)
-    assert proc.returncode == 1 and "needs a CUDA GPU" in proc.stderr
+    assert _refuses_without_a_gpu("bench/attention_profile.py")
 
 
 def _sass_page(path, rows):
@@ -66,7 +70,4 @@ def test_gemm_profile_shapes_and_no_gpu_refusal():
     for bad in ("4096x4096", "8x4096x4096", "4096*4096*4096"):
         with pytest.raises(SystemExit, match="--shape must be MxNxK"):
             parse_gemm_shape(bad)
-    proc = subprocess.run([sys.executable, "bench/gemm_profile.py", "--shape", "256x256x256"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 1 and "needs a CUDA GPU" in proc.stderr
+    assert _refuses_without_a_gpu("bench/gemm_profile.py", "--shape", "256x256x256")
