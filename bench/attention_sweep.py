@@ -100,7 +100,15 @@ CANDIDATES = {
                                                    RELEASE_K_EARLY=True),
           # the persistent default with tiles from a global counter (DYNAMIC), at every length
           "persistent_pipeline_s2_obuf_rk_dyn": C(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
-                                                  RELEASE_K_EARLY=True, DYNAMIC=True)},
+                                                  RELEASE_K_EARLY=True, DYNAMIC=True),
+          # 192-key blocks in two wgmma parts (pipelined_wide_blocks; FA3 runs 176 at this head dim)
+          "wide_rk": C(BN=192, STAGES=2, PIPELINE=True, RELEASE_K_EARLY=True),
+          "wide_pingpong_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+          "wide_pingpong_early_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, P_EARLY=True,
+                                      RELEASE_K_EARLY=True),
+          "wide_pingpong_pin_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, PIN_WAIT=True,
+                                    RELEASE_K_EARLY=True),
+          "wide_persistent_rk": C(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True),
           "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),

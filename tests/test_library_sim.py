@@ -10,6 +10,7 @@ import triton.language as tl
 
 import tlx
 from tests.test_attention_features import reference
+from tlx.errors import ConfigRejected
 from tlx.kernels import attention, gemm
 from tlx.kernels.attention import exp2_poly
 from tlx.kernels.vector_add import two_task_add
@@ -290,6 +291,38 @@ def test_attention_release_k_early(D, causal, cfg):
     the consumers; it reports a K or V buffer overwritten while a wgmma reads it."""
     q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
     check_attention_sim(q, k, v, cfg, causal=causal, schedules=3)
+
+
+@pytest.mark.parametrize("D,S,cfg", [
+    (128, 384, attention.Config(BN=192, PIPELINE=True)),
+    (128, 640, attention.Config(BN=192, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True)),
+    (128, 512, attention.Config(BN=192, PIPELINE=True, P_EARLY=True, PIN_WAIT=True)),
+    (64, 128, attention.Config(BN=192, PIPELINE=True, RELEASE_K_EARLY=True)),
+    (128, 1024, attention.Config(BN=192, PIPELINE=True, PERSISTENT=True, PROGRAMS=3, RELEASE_K_EARLY=True))],
+    ids=["d128-two-blocks", "d128-tail64-pingpong", "d128-tail128-early", "d64-tail-only", "d128-persistent"])
+def test_attention_wide_blocks(D, S, cfg):
+    """BN=192 (pipelined_wide_blocks): each block's Q K^T and P V as a 128-key and a 64-key wgmma, the
+    last block's 64 or 128 keys as a narrower block (S % 192); three rotated schedules each."""
+    q, k, v = (torch.randn(1, 2, S, D, dtype=torch.float16) for _ in range(3))
+    check_attention_sim(q, k, v, cfg, schedules=3)
+
+
+def test_attention_wide_blocks_refuse_what_they_do_not_run():
+    """BN=192 runs plain non-causal softmax at fixed lengths, with PIPELINE: anything else is refused by name."""
+    q = torch.randn(1, 2, 384, 128, dtype=torch.float16)
+    wide = attention.Config(BN=192, PIPELINE=True)
+    for kw, words in [(dict(causal=True), "non-causal"), (dict(softcap=5.0), "non-causal"),
+                      (dict(activation="gelu"), "non-causal")]:
+        with pytest.raises(ConfigRejected, match=words):
+            attention.attention(q, q, q, config=wide, backend="sim", **kw)
+    with pytest.raises(ConfigRejected, match="head dim 64 or 128"):
+        attention.attention(*(torch.randn(1, 2, 384, 256, dtype=torch.float16),) * 3, config=wide, backend="sim")
+    with pytest.raises(ConfigRejected, match="needs PIPELINE=True"):
+        attention.Config(BN=192)
+    with pytest.raises(ConfigRejected, match="BN must be 64, 128, 192 or 256"):
+        attention.Config(BN=96)
+    with pytest.raises(ConfigRejected, match="shared memory"):
+        attention.attention(q, q, q, config=attention.Config(BN=192, PIPELINE=True, STAGES=3), backend="sim")
 
 
 @pytest.mark.parametrize("D,causal,cfg", [

@@ -390,3 +390,19 @@ def test_tile_orders_gpu(D, S, causal, cfg, order):
         check_gpu(out, lse, *ref)
         if cfg.DYNAMIC:
             assert counter.item() == 0
+
+
+@pytest.mark.parametrize("S,cfg", [
+    (4096, attention.Config(BN=192, STAGES=2, PIPELINE=True, RELEASE_K_EARLY=True)),
+    (8192, attention.Config(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True)),
+    (1024, attention.Config(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, P_EARLY=True, PIN_WAIT=True)),
+    (1152, attention.Config(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True))],
+    ids=["4096-tail64", "8192-tail128-pingpong", "1024-tail64-early-pin", "1152-persistent"])
+def test_wide_blocks_gpu(S, cfg):
+    """BN=192: 128- and 64-key wgmma parts per block, the sequence's last 64 or 128 keys as a narrower
+    block; poisoned output and LSE against fp32."""
+    q, k, v = (torch.randn(2, 8, S, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    _, lse = attention.attention(q, k, v, config=cfg, out=out, return_lse=True)
+    torch.cuda.synchronize()
+    check_gpu(out, lse, *reference(q, k, v, dtype=torch.float32))

@@ -46,6 +46,12 @@ from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 LOG2E = 1.4426950408889634
 RESCALE_LOG2 = 8.0   # LAZY_RESCALE: the row max may run this far (log2) ahead: P <= 2^8
 CONSUMER_ROWS = 64          # query rows per consumer warp group (one m64 wgmma)
+WIDE_BN = 192               # BN of pipelined_wide_blocks: 128 + 64 keys per block
+
+
+def kv_box(BN):
+    """Rows per K/V TMA box: the block, or 64 for a WIDE_BN block (boxes are powers of two)."""
+    return 64 if BN == WIDE_BN else BN
 
 
 @tlx.jit
@@ -127,7 +133,7 @@ def transform_scores(qk, j, r0, b, h, sm_scale, softcap, BN: tl.constexpr, SOFTC
             s = softcap * tanh_approx(s * (1.0 / softcap))
         if SCORE_MOD is not None:
             rows = r0 + tl.arange(0, qk.shape[0])
-            cols = j * BN + tl.arange(0, qk.shape[1])     # a HALF block holds BN // 2 keys
+            cols = j * BN + tl.arange(0, qk.shape[1])     # a block may hold its first KEYS keys only
             s = SCORE_MOD(s, b, h, rows[:, None], cols[None, :])
         if ACTIVATION == "softmax":
             s = s * LOG2E
@@ -143,7 +149,7 @@ def apply_mask(x, fill, j, r0, kv_len, b, h, win_l, win_r, BN: tl.constexpr, BOU
     (Helpers take and return layout-carrying tiles only: Gluon cannot inline a nested helper that
     takes an Auto-layout tensor.)"""
     rows = r0 + tl.arange(0, x.shape[0])
-    cols = j * BN + tl.arange(0, x.shape[1])               # a HALF block holds BN // 2 keys
+    cols = j * BN + tl.arange(0, x.shape[1])               # a block may hold its first KEYS keys only
     keep = True                                            # fixed lengths: S is a multiple of BN
     if VARLEN:
         keep = keep & (cols[None, :] < kv_len)
@@ -282,13 +288,89 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
 
 
 @tlx.jit
+def pipelined_wide_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty, kv_empty, m_i,
+                          l_i, acc, sm_scale, cid: tl.constexpr, CONSUMERS: tl.constexpr, STAGES: tl.constexpr,
+                          PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
+                          RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
+    """pipelined_blocks (plain softmax scores) over WIDE_BN = 192-key blocks, each computed as a 128-key and
+    a 64-key part (Gluon tensors have power-of-two shapes): Q K^T and P V are two wgmmas each, the row
+    max, the exps' offsets and O's rescale are one per 192 keys instead of one per 128. FlashAttention-3
+    runs 176-key blocks at head dim 128 non-causal for that reason; its 240-register consumers hold the
+    scores (96 registers here), P (48) and O (64). Two 48 KB K/V stages and one Q buffer fill shared
+    memory. Waits: after the four wgmmas of an iteration (Q K^T j in two parts, then P V j-1 in two)
+    `async_dot_wait(3)` / `(2)` give the two score parts while P V j-1 runs on."""
+    scale = sm_scale * LOG2E
+    dtype = tlx.dtype_of(q_buf)
+    for _ in range(a, tl.minimum(a + 1, z)):
+        s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
+        tlx.barrier_wait(k_full[s], p)
+        wait_turn(cid, PINGPONG)
+        qk0 = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+        qk1 = tlx.async_dot(q_buf, tlx.local_trans(k_ends[s]))
+        pass_turn(cid, CONSUMERS, PINGPONG)
+        qk0 = tlx.async_dot_wait(1, qk0)
+        qk1 = tlx.async_dot_wait(0, qk1)
+        if RELEASE_K_EARLY:
+            tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
+        m_new = tl.maximum(m_i, tl.maximum(tl.max(qk0, 1), tl.max(qk1, 1)) * scale)
+        prob0 = tl.exp2(qk0 * scale - m_new[:, None])
+        prob1 = tl.exp2(qk1 * scale - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + (tl.sum(prob0, 1) + tl.sum(prob1, 1))
+        m_i = m_new
+        p0 = prob0.to(dtype)                               # block a's P: its P V goes out with block a+1's Q K^T
+        p1 = prob1.to(dtype)
+        for j in range(a + 1, z):
+            s, p = tlx.warp_spec.get_bufidx_phase(j - lo, STAGES)
+            sp, pp = tlx.warp_spec.get_bufidx_phase(j - 1 - lo, STAGES)
+            tlx.barrier_wait(k_full[s], p, warpgroup_sync=not LEAN_SYNC)
+            acc = acc * alpha[:, None]                     # to block j-1's row max
+            tlx.barrier_wait(v_full[sp], pp)
+            wait_turn(cid, PINGPONG)
+            qk0 = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+            qk1 = tlx.async_dot(q_buf, tlx.local_trans(k_ends[s]))
+            acc = tlx.async_dot(p0, v_bufs[sp], acc)
+            acc = tlx.async_dot(p1, v_ends[sp], acc)
+            pass_turn(cid, CONSUMERS, PINGPONG)
+            qk0 = tlx.async_dot_wait(3, qk0)              # Q K^T of block j done, P V of j-1 in flight
+            qk1 = tlx.async_dot_wait(2, qk1)
+            if RELEASE_K_EARLY:
+                tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
+            m_new = tl.maximum(m_i, tl.maximum(tl.max(qk0, 1), tl.max(qk1, 1)) * scale)
+            prob0 = tl.exp2(qk0 * scale - m_new[:, None])
+            prob1 = tl.exp2(qk1 * scale - m_new[:, None])
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha + (tl.sum(prob0, 1) + tl.sum(prob1, 1))
+            n0 = prob0
+            n1 = prob1
+            if P_EARLY:
+                n0 = prob0.to(dtype)
+                n1 = prob1.to(dtype)
+            if PIN_WAIT:
+                tlx.local_store(pin, l_i)
+            acc = tlx.async_dot_wait(0, acc)               # P V of block j-1 done: its stage is free
+            tlx.barrier_arrive(kv_empty[sp], warpgroup_sync=not LEAN_SYNC)
+            m_i = m_new
+            p0 = n0.to(dtype)
+            p1 = n1.to(dtype)
+        s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
+        acc = acc * alpha[:, None]
+        tlx.barrier_wait(v_full[s], p)
+        acc = tlx.async_dot(p0, v_bufs[s], acc)
+        acc = tlx.async_dot(p1, v_ends[s], acc)
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(kv_empty[s], warpgroup_sync=not LEAN_SYNC)
+    return m_i, l_i, acc
+
+
+@tlx.jit
 def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len,
                     sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                     STAGES: tl.constexpr, MASK: tl.constexpr, PINGPONG: tl.constexpr, BOUND_L: tl.constexpr,
                     BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                     VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                    HALF: tl.constexpr):
+                    KEYS: tl.constexpr):
     """K/V block j (ring count c) for one consumer: S = Q K^T, scores, mask (MASK: boundary blocks only),
     online softmax or activation, O += P V; releases the stage. PINGPONG: the consumers take turns
     issuing Q K^T (wait_turn / pass_turn), so one group's softmax overlaps another's wgmma; the turn
@@ -308,15 +390,16 @@ def attention_block(j, c, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_emp
     blocks keep the MUFU's exact 0 for -inf.
     RELEASE_K_EARLY: the K stage is released (k_empty) once Q K^T has read it, the V stage (kv_empty) after
     P V; without it kv_empty releases both after P V.
-    HALF: Q K^T and P V over the block's first BN // 2 keys only (views of the stages' first rows): the
-    caller knows this consumer's rows attend none of the others. The stage is waited for and released
-    as a whole, like every block's."""
+    KEYS: Q K^T and P V over the block's first KEYS keys only (views of the stages' first rows; BN: all):
+    the caller knows this consumer's rows attend none of the others (HALF_DIAGONAL's BN // 2), or they
+    are the sequence's last keys (a 192-key WIDE block's 64- or 128-key tail). The stage is waited for
+    and released as a whole, like every block's."""
     s, p = tlx.warp_spec.get_bufidx_phase(c, STAGES)
     k_buf = k_bufs[s]
     v_buf = v_bufs[s]
-    if HALF:
-        k_buf = tlx.local_slice(k_buf, (0, 0), (BN // 2, k_buf.shape[1]))
-        v_buf = tlx.local_slice(v_buf, (0, 0), (BN // 2, v_buf.shape[1]))
+    if KEYS != BN:
+        k_buf = tlx.local_slice(k_buf, (0, 0), (KEYS, k_buf.shape[1]))
+        v_buf = tlx.local_slice(v_buf, (0, 0), (KEYS, v_buf.shape[1]))
     tlx.barrier_wait(k_full[s], p)
     wait_turn(cid, PINGPONG)
     qk = tlx.async_dot(q_buf, tlx.local_trans(k_buf))
@@ -466,27 +549,27 @@ def block_loop(j0, j1, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, 
                BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr,
                VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
-               HALF: tl.constexpr):
-    """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not; HALF: only
-    each block's first BN // 2 keys (see consume_blocks)."""
+               KEYS: tl.constexpr):
+    """attention_block over blocks [j0, j1) (block j at ring count j - ring_lo), masked or not; KEYS: only
+    each block's first KEYS keys (see consume_blocks)."""
     for j in range(j0, j1):
         m_i, l_i, acc = attention_block(j, j - ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                         m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                         CONSUMERS, BN, STAGES, MASK, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                         MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                        RELEASE_K_EARLY, LEAN_SYNC, HALF)
+                                        RELEASE_K_EARLY, LEAN_SYNC, KEYS)
     return m_i, l_i, acc
 
 
 @tlx.jit
-def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, lo, hi, c0,
-                   r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid: tl.constexpr, CONSUMERS: tl.constexpr,
-                   ROWS: tl.constexpr, D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
-                   BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
-                   MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
-                   PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                   RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                   HALF_DIAGONAL: tl.constexpr):
+def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty, kv_empty,
+                   lo, hi, c0, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid: tl.constexpr,
+                   CONSUMERS: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                   PINGPONG: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr,
+                   SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr,
+                   PIPELINE: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
+                   POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr,
+                   LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
     skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
@@ -522,9 +605,20 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
         m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_bufs[q_slot + opaque_zero], k_bufs, v_bufs, k_full, v_full,
                                    k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r,
                                    cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
-                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC,
-                                   False)
-    if PIPELINE:
+                                   MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY,
+                                   LEAN_SYNC, BN)
+    if BN == WIDE_BN:                                                # (plain non-causal fixed lengths only)
+        m_i, l_i, acc = pipelined_wide_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full,
+                                              k_empty, kv_empty, m_i, l_i, acc, sm_scale, cid, CONSUMERS, STAGES,
+                                              PINGPONG, PIN_WAIT, P_EARLY, RELEASE_K_EARLY, LEAN_SYNC)
+        for tail in tl.static_range(64, WIDE_BN, 64):               # the last block's 64 or 128 keys, if any:
+            has_tail = (kv_len - z * BN == tail).to(tl.int32)        # a loop of zero or one block each
+            m_i, l_i, acc = block_loop(z, z + has_tail, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty,
+                                       kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
+                                       CONSUMERS, BN, STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
+                                       MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
+                                       RELEASE_K_EARLY, LEAN_SYNC, tail)
+    elif PIPELINE:
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
@@ -533,7 +627,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
                                    False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
-                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, False)
+                                   P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, BN)
     # with BN == BM (tiles start on block edges) a causal mask ends only consumer 0's rows in a block's
     # first half: the others get no half-block code (under a right window theirs then run whole)
     HALF: tl.constexpr = HALF_DIAGONAL and (cid == 0 or BN != ROWS * CONSUMERS)
@@ -548,13 +642,13 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_full, v_f
                                    v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
                                    win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                    SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                   RELEASE_K_EARLY, LEAN_SYNC, False)
+                                   RELEASE_K_EARLY, LEAN_SYNC, BN)
         if HALF:                                                     # zero or one block (a loop reconciles the
-            m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_bufs[q_slot + 3 * opaque_zero], k_bufs, v_bufs,
-                                       k_full, v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale,
-                                       softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L,
-                                       BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY,
-                                       LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, True)  # half-width rows' layouts)
+            m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_bufs[q_slot + 3 * opaque_zero], k_bufs, v_bufs, k_full,
+                                       v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
+                                       win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R,
+                                       SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
+                                       POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, BN // 2)  # half-width rows' layouts)
     if SKIP_BLOCKS and BOUND_R:
         skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
@@ -687,25 +781,45 @@ def load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col,
 
 
 @tlx.jit
-def load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row, kv_col,
-            BN: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+def kv_part(buf, end, part: tl.constexpr, BOX: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
+    """Keys part..part+BOX of a K/V stage: the stage's buffer when one box fills it; in a WIDE_BN stage, a
+    64-row view of its first 128 keys (`buf`) or its last 64 (`end`)."""
+    if BOX == BN:
+        view = buf
+    elif part < 128:
+        view = tlx.local_slice(buf, (part, 0), (BOX, D))
+    else:
+        view = end
+    return view
+
+
+@tlx.jit
+def load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty, kv_empty, kv_row,
+            kv_col, BN: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
     """Producer: a tile's K/V blocks lo..hi into the ring (cnt blocks loaded before), each stage once the
-    consumers released it: K's (k_empty) and V's (kv_empty) separately with RELEASE_K_EARLY."""
+    consumers released it: K's (k_empty) and V's (kv_empty) separately with RELEASE_K_EARLY. A WIDE_BN block
+    arrives as three 64-row boxes (TMA boxes, like Gluon tensors, have power-of-two shapes): two into its
+    k_bufs / v_bufs stage, one into its k_ends / v_ends stage."""
+    BOX: tl.constexpr = 64 if BN == WIDE_BN else BN           # (kv_box on the host)
     for j in range(lo, hi):
         s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
         tlx.barrier_wait(k_empty[s], p ^ 1)
         tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(tlx.dtype_of(k_desc)))
-        tlx.async_descriptor_load(k_desc, k_bufs[s], [kv_row + j * BN, kv_col], k_full[s])
+        for part in tl.static_range(0, BN, BOX):
+            tlx.async_descriptor_load(k_desc, kv_part(k_bufs[s], k_ends[s], part, BOX, BN, D),
+                                      [kv_row + j * BN + part, kv_col], k_full[s])
         if RELEASE_K_EARLY:
             tlx.barrier_wait(kv_empty[s], p ^ 1)
         tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(tlx.dtype_of(v_desc)))
-        tlx.async_descriptor_load(v_desc, v_bufs[s], [kv_row + j * BN, kv_col], v_full[s])
+        for part in tl.static_range(0, BN, BOX):
+            tlx.async_descriptor_load(v_desc, kv_part(v_bufs[s], v_ends[s], part, BOX, BN, D),
+                                      [kv_row + j * BN + part, kv_col], v_full[s])
 
 
 @tlx.jit
-def produce_tile(k, cnt, m0, b, h, last_fetch, tile_counter, q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_full,
-                 q_empty, k_full, v_full, k_empty, kv_empty, tile_ids, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP,
-                 ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D: tl.constexpr, BM: tl.constexpr,
+def produce_tile(k, cnt, m0, b, h, last_fetch, tile_counter, q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, k_ends,
+                 v_ends, q_full, q_empty, k_full, v_full, k_empty, kv_empty, tile_ids, cu_q, cu_k, win_l, win_r, S_Q,
+                 S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D: tl.constexpr, BM: tl.constexpr,
                  BN: tl.constexpr, STAGES: tl.constexpr, BOUND_L: tl.constexpr, BOUND_R: tl.constexpr,
                  VARLEN: tl.constexpr, CONSUMERS: tl.constexpr, Q_BUFS: tl.constexpr, PERSISTENT: tl.constexpr,
                  DYNAMIC: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, FETCH: tl.constexpr):
@@ -722,8 +836,8 @@ def produce_tile(k, cnt, m0, b, h, last_fetch, tile_counter, q_desc, k_desc, v_d
     if FETCH:
         fetched = tl.atomic_add(tile_counter, 1, sem="relaxed")
         tl.store(tile_counter, 0, mask=fetched == last_fetch)
-    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row, kv_col, BN, D,
-            STAGES, RELEASE_K_EARLY)
+    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty, kv_empty, kv_row,
+            kv_col, BN, D, STAGES, RELEASE_K_EARLY)
     return cnt + hi - lo, fetched
 
 
@@ -761,16 +875,16 @@ def next_tile(k, cid, q_full, tile_ids, CONSUMERS: tl.constexpr, Q_BUFS: tl.cons
 
 
 @tlx.jit
-def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty, k_full, v_full,
-                 k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q, S_K,
-                 H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr,
+def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_ends, v_ends, q_full, q_empty, k_full,
+                 v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q,
+                 S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr,
                  D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr, PINGPONG: tl.constexpr,
                  BOUND_L: tl.constexpr, BOUND_R: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr,
                  MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr, PIPELINE: tl.constexpr,
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
-                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr,
-                 LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr):
+                 RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                 HALF_DIAGONAL: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -787,7 +901,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_
     r0 = m0 + cid * ROWS
     zero = OPAQUE_ZERO if Q_BUFS > 1 else 0                      # one Q buffer: constant slots
     pin = pins[cid] if PIN_WAIT else q_bufs[q_slot]              # (unused without PIN_WAIT)
-    m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_full, v_full, k_empty,
+    m_i, l_i, acc = consume_blocks(q_bufs, q_slot, zero, pin, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty,
                                    kv_empty, lo, hi, cnt, r0, b, h, kv_len, sm_scale, softcap, win_l,
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
@@ -853,8 +967,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     q_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS * Q_BUFS)   # slot c + CONSUMERS * (tile % Q_BUFS)
     o_bufs = tlx.local_alloc((ROWS, D), dtype, CONSUMERS) if O_BUFFER else q_bufs       # (else unused)
     pins = tlx.local_alloc((ROWS,), tl.float32, CONSUMERS) if PIN_WAIT else q_bufs      # written, never read
-    k_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
-    v_bufs = tlx.local_alloc((BN, D), dtype, STAGES)
+    WIDE: tl.constexpr = BN == WIDE_BN                   # a stage's first 128 keys in k_bufs, its last 64 in k_ends
+    k_bufs = tlx.local_alloc((128 if WIDE else BN, D), dtype, STAGES)   # (shapes are powers of two)
+    v_bufs = tlx.local_alloc((128 if WIDE else BN, D), dtype, STAGES)
+    k_ends = tlx.local_alloc((WIDE_BN - 128, D), dtype, STAGES) if WIDE else k_bufs   # (else unused)
+    v_ends = tlx.local_alloc((WIDE_BN - 128, D), dtype, STAGES) if WIDE else v_bufs
     q_full = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
     q_empty = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
     k_full = tlx.alloc_barriers(STAGES)
@@ -879,12 +996,12 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 if BALANCED:                                             # the dealt tiles, then the tail
                     for i in range(n_tiles):
                         m0, b, h = tile_of(i, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED)
-                        cnt, _ = produce_tile(i, cnt, m0, b, h, 0, tile_counter, q_desc, k_desc, v_desc, q_bufs,
-                                              k_bufs, v_bufs, q_full, q_empty, k_full, v_full, k_empty, kv_empty,
-                                              tile_ids, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B, ROW_H,
-                                              COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D, BM, BN, STAGES, BOUND_L,
-                                              BOUND_R, VARLEN, CONSUMERS, Q_BUFS, PERSISTENT, DYNAMIC,
-                                              RELEASE_K_EARLY, False)
+                        cnt, _ = produce_tile(i, cnt, m0, b, h, 0, tile_counter, q_desc, k_desc, v_desc, q_bufs, k_bufs,
+                                              v_bufs, k_ends, v_ends, q_full, q_empty, k_full, v_full, k_empty,
+                                              kv_empty, tile_ids, cu_q, cu_k, win_l, win_r, S_Q, S_K, KV_GROUP, ROW_B,
+                                              ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D, BM, BN, STAGES, BOUND_L,
+                                              BOUND_R, VARLEN, CONSUMERS, Q_BUFS, PERSISTENT, DYNAMIC, RELEASE_K_EARLY,
+                                              False)
                     k = n_tiles
                     dealt = tl.load(tile_table + n_prog)
                     tail = tile_table + (n_prog + 1) + dealt
@@ -902,10 +1019,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     else:
                         m0, b, h = tile_in_order(t, NUM_M, NUM_TILES // NUM_M, H, HEAD_GROUP, BM, BOUND_R)
                     cnt, fetched = produce_tile(k, cnt, m0, b, h, limit - off + n_prog - 1, tile_counter, q_desc,
-                                                k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_full, q_empty, k_full,
-                                                v_full, k_empty, kv_empty, tile_ids, cu_q, cu_k, win_l, win_r, S_Q,
-                                                S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, D,
-                                                BM, BN, STAGES, BOUND_L, BOUND_R, VARLEN, CONSUMERS, Q_BUFS,
+                                                k_desc, v_desc, q_bufs, k_bufs, v_bufs, k_ends, v_ends, q_full, q_empty,
+                                                k_full, v_full, k_empty, kv_empty, tile_ids, cu_q, cu_k, win_l, win_r,
+                                                S_Q, S_K, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H,
+                                                D, BM, BN, STAGES, BOUND_L, BOUND_R, VARLEN, CONSUMERS, Q_BUFS,
                                                 PERSISTENT, DYNAMIC, RELEASE_K_EARLY, True)
                     t = fetched + off
                     k += 1
@@ -921,8 +1038,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                         KV_ROW_H, KV_COL_H, BM, BN, BOUND_L, BOUND_R, VARLEN)
                     load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
                            Q_BUFS, PERSISTENT, DYNAMIC)
-                    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, kv_row,
-                            kv_col, BN, D, STAGES, RELEASE_K_EARLY)
+                    load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty,
+                            kv_empty, kv_row, kv_col, BN, D, STAGES, RELEASE_K_EARLY)
                     cnt += hi - lo
         with tlx.async_task(num_warps=4, registers=240 if CONSUMERS == 2 else 160, replicate=CONSUMERS):
             cid = tlx.async_task_replica_id()                            # consumers (3 x 160 registers + the
@@ -934,14 +1051,14 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                 k = 0
                 m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
                 while m0 >= 0:
-                    cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
-                                        k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
-                                        softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
-                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
-                                        PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC,
-                                        HALF_DIAGONAL)
+                    cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_ends, v_ends,
+                                        q_full, q_empty, k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr,
+                                        cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B,
+                                        ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D,
+                                        BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
+                                        VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
+                                        P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
+                                        LEAN_SYNC, HALF_DIAGONAL)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
@@ -950,14 +1067,14 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     t_now = t_next
                     t_next = prefetch_tile(n_tiles, my_tiles, k + 1, PREFETCH)
                     m0, b, h = tile_of(k, NUM_M, H, my_tiles, BM, PERSISTENT, BOUND_R, BALANCED, t_now, PREFETCH)
-                    cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, q_full, q_empty,
-                                        k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr, cu_q, cu_k, sm_scale,
-                                        softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B, ROW_H, COL_H, KV_ROW_B,
-                                        KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D, BM, BN, STAGES,
-                                        PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION,
-                                        PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT, P_EARLY,
-                                        LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE, LEAN_SYNC,
-                                        HALF_DIAGONAL)
+                    cnt += consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_ends, v_ends,
+                                        q_full, q_empty, k_full, v_full, k_empty, kv_empty, o_desc, o_ptr, lse_ptr,
+                                        cu_q, cu_k, sm_scale, softcap, win_l, win_r, S_Q, S_K, H, KV_GROUP, ROW_B,
+                                        ROW_H, COL_H, KV_ROW_B, KV_ROW_H, KV_COL_H, O_STRIDE, OPAQUE_ZERO, trace_ptr, D,
+                                        BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
+                                        VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
+                                        P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
+                                        LEAN_SYNC, HALF_DIAGONAL)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -1025,6 +1142,12 @@ class Config:
                                  f"got BN={self.BN}")
         if self.PIPELINE and self.STAGES < 2:            # blocks j-1 (V) and j (K) are in use at once
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
+        if self.BN not in (64, 128, WIDE_BN, 256):
+            raise ConfigRejected(f"attention.Config: BN must be 64, 128, {WIDE_BN} or 256, got {self.BN}")
+        if self.BN == WIDE_BN and not (self.PIPELINE and self.BM == 128 and not self.HALF_DIAGONAL
+                                       and not self.LAZY_RESCALE and not self.POLY_EXP2):
+            raise ConfigRejected(f"attention.Config: BN={WIDE_BN} (pipelined_wide_blocks) needs PIPELINE=True and "
+                                 "BM=128, without HALF_DIAGONAL, LAZY_RESCALE or POLY_EXP2")
 
 
 def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
@@ -1388,6 +1511,27 @@ def tile_counter(device):
     return torch.zeros(1, dtype=torch.int32, device=device)
 
 
+def check_wide(cfg: Config, shape: Shape, features: Features, itemsize: int) -> None:
+    """What BN=WIDE_BN (pipelined_wide_blocks) runs: plain non-causal softmax at fixed lengths whose keys are
+    a multiple of 64 (the last block's 64 or 128 keys run as a narrower block), head dim 64 or 128, and
+    the K/V ring, Q and the output buffer inside shared memory."""
+    left, right = features.bounds()
+    plain = left is None and right is None and features.softcap is None and features.score_mod is None and \
+        features.mask_mod is None and features.activation == "softmax"
+    if not plain or shape.varlen or shape.D > 128:
+        raise ConfigRejected(f"attention.Config: BN={WIDE_BN} runs plain non-causal softmax attention at fixed "
+                             f"lengths and head dim 64 or 128 only, got D={shape.D}, variable lengths={shape.varlen}, "
+                             f"{features}")
+    if shape.S_q % CONSUMER_ROWS or shape.S_k % 64:
+        raise ConfigRejected(f"attention.Config: BN={WIDE_BN} needs lengths that are multiples of 64, got "
+                             f"{shape.S_q}/{shape.S_k}")
+    used = (2 * cfg.STAGES * cfg.BN + cfg.BM * q_buffers(cfg, shape.D, itemsize)
+            + (cfg.BM if cfg.O_BUFFER else 0)) * shape.D * itemsize
+    if used > SHARED_LIMIT:
+        raise ConfigRejected(f"attention.Config: BN={WIDE_BN} with STAGES={cfg.STAGES}, O_BUFFER={cfg.O_BUFFER} needs "
+                             f"{used} bytes of shared memory at head dim {shape.D}, over the {SHARED_LIMIT} available")
+
+
 def resolve_config(shape: Shape, features: Features, cfg: Config | None) -> Config:
     """`cfg`, or (None) the default_config of the call's head dim, length and features."""
     plain = features.window is None and features.softcap is None and features.score_mod is None and \
@@ -1412,13 +1556,16 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if cfg.BM == 192 and D > 64:
         raise ConfigRejected(f"attention.Config: BM=192 (three consumers at 160 registers each) needs head dim 64, "
                              f"got {D}")
-    if not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
+    if cfg.BN == WIDE_BN:
+        check_wide(cfg, shape, features, q.element_size())
+    elif not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
         raise ConfigRejected(f"attention.Config: fixed lengths must be multiples of {CONSUMER_ROWS} (queries) and "
                              f"BN={cfg.BN} (keys), got {shape.S_q}/{shape.S_k}")
     pipeline = cfg.PIPELINE and features.activation == "softmax"    # the overlap is the softmax's
     box = [CONSUMER_ROWS, D]                               # Q and O move one consumer's rows per TMA box
-    descs = [tlx.TensorDescriptor.from_tensor(q2, box), tlx.TensorDescriptor.from_tensor(k2, [cfg.BN, D]),
-             tlx.TensorDescriptor.from_tensor(v2, [cfg.BN, D]), tlx.TensorDescriptor.from_tensor(o2, box)]
+    kv_rows = kv_box(cfg.BN)
+    descs = [tlx.TensorDescriptor.from_tensor(q2, box), tlx.TensorDescriptor.from_tensor(k2, [kv_rows, D]),
+             tlx.TensorDescriptor.from_tensor(v2, [kv_rows, D]), tlx.TensorDescriptor.from_tensor(o2, box)]
     left, right = features.bounds()
     cu_q, cu_k = (cu_seqlens_q, cu_seqlens_k) if shape.varlen else (o, o)
     if cfg.PERSISTENT and shape.varlen:
