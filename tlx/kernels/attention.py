@@ -288,6 +288,17 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
 
 
 @tlx.jit
+def wide_softmax(qk0, qk1, m_i, l_i, scale):
+    """One online-softmax step over a WIDE_BN block's two score parts: (row max, row sum, the running
+    values' rescale factor, P of each part)."""
+    m_new = tl.maximum(m_i, tl.maximum(tl.max(qk0, 1), tl.max(qk1, 1)) * scale)
+    prob0 = tl.exp2(qk0 * scale - m_new[:, None])
+    prob1 = tl.exp2(qk1 * scale - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    return m_new, l_i * alpha + (tl.sum(prob0, 1) + tl.sum(prob1, 1)), alpha, prob0, prob1
+
+
+@tlx.jit
 def pipelined_wide_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty, kv_empty, m_i,
                           l_i, acc, sm_scale, cid: tl.constexpr, CONSUMERS: tl.constexpr, STAGES: tl.constexpr,
                           PINGPONG: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr,
@@ -312,12 +323,7 @@ def pipelined_wide_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_ends, v_ends, 
         qk1 = tlx.async_dot_wait(0, qk1)
         if RELEASE_K_EARLY:
             tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
-        m_new = tl.maximum(m_i, tl.maximum(tl.max(qk0, 1), tl.max(qk1, 1)) * scale)
-        prob0 = tl.exp2(qk0 * scale - m_new[:, None])
-        prob1 = tl.exp2(qk1 * scale - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + (tl.sum(prob0, 1) + tl.sum(prob1, 1))
-        m_i = m_new
+        m_i, l_i, alpha, prob0, prob1 = wide_softmax(qk0, qk1, m_i, l_i, scale)
         p0 = prob0.to(dtype)                               # block a's P: its P V goes out with block a+1's Q K^T
         p1 = prob1.to(dtype)
         for j in range(a + 1, z):
@@ -336,11 +342,7 @@ def pipelined_wide_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_ends, v_ends, 
             qk1 = tlx.async_dot_wait(2, qk1)
             if RELEASE_K_EARLY:
                 tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
-            m_new = tl.maximum(m_i, tl.maximum(tl.max(qk0, 1), tl.max(qk1, 1)) * scale)
-            prob0 = tl.exp2(qk0 * scale - m_new[:, None])
-            prob1 = tl.exp2(qk1 * scale - m_new[:, None])
-            alpha = tl.exp2(m_i - m_new)
-            l_i = l_i * alpha + (tl.sum(prob0, 1) + tl.sum(prob1, 1))
+            m_new, l_i, alpha, prob0, prob1 = wide_softmax(qk0, qk1, m_i, l_i, scale)
             n0 = prob0
             n1 = prob1
             if P_EARLY:
