@@ -1233,10 +1233,15 @@ def q_buffers(cfg: Config, D: int, itemsize: int) -> int:
     O_BUFFER) in shared memory (the next tile's Q then loads during this one: D=64 non-causal S=1024
     ran 1.03x cuDNN with two, 0.94x with one, attention-run6/7), else one. Masked tiles (causal,
     windows) take two since the edge loops index Q through the kernel's opaque zero (consume_blocks)."""
+    return 2 if cfg.PERSISTENT and shared_bytes(cfg, D, itemsize, 2) <= SHARED_LIMIT else 1
+
+
+def shared_bytes(cfg: Config, D: int, itemsize: int, q_bufs: int) -> int:
+    """Shared memory of the K/V ring, `q_bufs` Q buffers per consumer and O_BUFFER's output buffers."""
     kv = 2 * cfg.STAGES * cfg.BN * D * itemsize
     q = cfg.BM * D * itemsize                      # one buffer per consumer, ROWS rows each
     o = q if cfg.O_BUFFER else 0
-    return 2 if cfg.PERSISTENT and kv + 2 * q + o <= SHARED_LIMIT else 1
+    return kv + q_bufs * q + o
 
 
 LAYOUTS = ("bhsd", "bshd", "thd")
@@ -1273,6 +1278,11 @@ class Features:
                 raise _error(f"'{name}' must be a @tlx.jit function, got {type(fn).__name__}")
         if self.activation not in ACTIVATIONS:
             raise _error(f"'activation' must be one of {ACTIVATIONS}, got {self.activation!r}")
+
+    def plain(self) -> bool:
+        """Softmax attention with no window, softcap or user mods (causal or not)."""
+        return self.window is None and self.softcap is None and self.score_mod is None and self.mask_mod is None \
+            and self.activation == "softmax"
 
     def bounds(self) -> tuple[int | None, int | None]:
         """(left, right) window bounds with causal folded in (None: unbounded)."""
@@ -1517,18 +1527,14 @@ def check_wide(cfg: Config, shape: Shape, features: Features, itemsize: int) -> 
     """What BN=WIDE_BN (pipelined_wide_blocks) runs: plain non-causal softmax at fixed lengths whose keys are
     a multiple of 64 (the last block's 64 or 128 keys run as a narrower block), head dim 64 or 128, and
     the K/V ring, Q and the output buffer inside shared memory."""
-    left, right = features.bounds()
-    plain = left is None and right is None and features.softcap is None and features.score_mod is None and \
-        features.mask_mod is None and features.activation == "softmax"
-    if not plain or shape.varlen or shape.D > 128:
+    if not features.plain() or features.causal or shape.varlen or shape.D > 128:
         raise ConfigRejected(f"attention.Config: BN={WIDE_BN} runs plain non-causal softmax attention at fixed "
                              f"lengths and head dim 64 or 128 only, got D={shape.D}, variable lengths={shape.varlen}, "
                              f"{features}")
     if shape.S_q % CONSUMER_ROWS or shape.S_k % 64:
         raise ConfigRejected(f"attention.Config: BN={WIDE_BN} needs lengths that are multiples of 64, got "
                              f"{shape.S_q}/{shape.S_k}")
-    used = (2 * cfg.STAGES * cfg.BN + cfg.BM * q_buffers(cfg, shape.D, itemsize)
-            + (cfg.BM if cfg.O_BUFFER else 0)) * shape.D * itemsize
+    used = shared_bytes(cfg, shape.D, itemsize, q_buffers(cfg, shape.D, itemsize))
     if used > SHARED_LIMIT:
         raise ConfigRejected(f"attention.Config: BN={WIDE_BN} with STAGES={cfg.STAGES}, O_BUFFER={cfg.O_BUFFER} needs "
                              f"{used} bytes of shared memory at head dim {shape.D}, over the {SHARED_LIMIT} available")
@@ -1536,9 +1542,7 @@ def check_wide(cfg: Config, shape: Shape, features: Features, itemsize: int) -> 
 
 def resolve_config(shape: Shape, features: Features, cfg: Config | None) -> Config:
     """`cfg`, or (None) the default_config of the call's head dim, length and features."""
-    plain = features.window is None and features.softcap is None and features.score_mod is None and \
-        features.mask_mod is None and features.activation == "softmax"
-    return cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, plain)
+    return cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, features.plain())
 
 
 def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
