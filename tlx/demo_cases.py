@@ -102,6 +102,9 @@ def cases() -> list[Case]:
                             D=64, causal=True, S=512)),
             Case("attention 3 consumers D=64", attention.attention_fwd_kernel,
                  _attention(attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True), D=64)),
+            Case("attention 192-key blocks D=128", attention.attention_fwd_kernel,   # 2 x 192 + a 128-key tail
+                 _attention(attention.Config(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True),
+                            D=128, S=512)),
             Case("attention D=256 K released", attention.attention_fwd_kernel,
                  _attention(attention.Config(BN=64, PIPELINE=True, RELEASE_K_EARLY=True, PERSISTENT=True, PROGRAMS=2),
                             D=256, causal=True))]
