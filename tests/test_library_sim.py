@@ -307,6 +307,15 @@ def test_attention_wide_blocks(D, S, cfg):
     check_attention_sim(q, k, v, cfg, schedules=3)
 
 
+def test_attention_wide_blocks_gqa_persistent():
+    """BN=192 with two query heads per K/V head, persistent ping-pong over three programs (each program's
+    tiles cross heads and batches): every 64-row TMA box of a stage reads the group's K/V head."""
+    q = torch.randn(2, 4, 512, 128, dtype=torch.float16)
+    k, v = (torch.randn(2, 2, 512, 128, dtype=torch.float16) for _ in range(2))
+    cfg = attention.Config(BN=192, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True, PERSISTENT=True, PROGRAMS=3)
+    check_attention_sim(q, k, v, cfg, schedules=2)
+
+
 def test_attention_wide_blocks_refuse_what_they_do_not_run():
     """BN=192 runs plain non-causal softmax at fixed lengths, with PIPELINE: anything else is refused by name."""
     q = torch.randn(1, 2, 384, 128, dtype=torch.float16)
