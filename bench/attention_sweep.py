@@ -108,7 +108,12 @@ CANDIDATES = {
                                       RELEASE_K_EARLY=True),
           "wide_pingpong_pin_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, PIN_WAIT=True,
                                     RELEASE_K_EARLY=True),
-          "wide_persistent_rk": C(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True)},
+          "wide_persistent_rk": C(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True),
+          # P_EARLY took the grid ping-pong build from 0.97-0.99 to 0.97-1.03 of the default (sweep 2026-12-07 run 1)
+          "wide_persistent_early_rk": C(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, P_EARLY=True,
+                                        RELEASE_K_EARLY=True),
+          "wide_persistent_pingpong_early_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
+                                                 P_EARLY=True, RELEASE_K_EARLY=True)},
     256: {"bn64": C(BN=64), "bn64_pipeline": C(BN=64, PIPELINE=True), "bn64_pingpong": C(BN=64, PINGPONG=True),
           "bn64_persistent": C(BN=64, PERSISTENT=True),
           "bn64_pingpong_lazy": C(BN=64, PINGPONG=True, LAZY_RESCALE=True),
