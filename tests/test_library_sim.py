@@ -316,6 +316,29 @@ def test_attention_wide_blocks_gqa_persistent():
     check_attention_sim(q, k, v, cfg, schedules=2)
 
 
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_attention_wide_blocks_take_lengths_the_default_refuses(layout):
+    """576 keys (three 192-key blocks) is no multiple of the D=128 default's 128-key block: with the default
+    config "bhsd" refuses it by name; with an explicit BN=192 config both layouts run it as fixed lengths."""
+    from tlx.sim import SimOptions
+    q, k, v = (torch.randn(1, 2, 576, 128, dtype=torch.float16) for _ in range(3))
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    wide = attention.Config(BN=192, PIPELINE=True, RELEASE_K_EARLY=True)
+    args, grid, meta, _ = attention.launch_args(q, k, v, q, None, 1.0, layout, wide)
+    assert meta["BN"] == 192 and not meta["VARLEN"]           # fixed lengths, not the packed fallback
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, layout=layout, config=wide, out=out, backend="sim", return_lse=True,
+                                   sim_options=SimOptions(schedules=2))
+    as_bhsd = (lambda t: t.transpose(1, 2)) if layout == "bshd" else (lambda t: t)
+    ref, ref_lse = reference(*(as_bhsd(t) for t in (q, k, v)))
+    assert rel_err(as_bhsd(out), ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+    if layout == "bhsd":
+        with pytest.raises(ValueError, match="sequence length must be a multiple of 128, got 576"):
+            attention.attention(q, k, v, backend="sim")
+
+
 def test_attention_wide_blocks_refuse_what_they_do_not_run():
     """BN=192 runs plain non-causal softmax at fixed lengths, with PIPELINE: anything else is refused by name."""
     q = torch.randn(1, 2, 384, 128, dtype=torch.float16)

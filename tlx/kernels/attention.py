@@ -1338,8 +1338,10 @@ def _check_cu_seqlens(q, cu_q, cu_k, layout: str) -> None:
                      f"{cu_k.shape[0]}")
 
 
-def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> Shape:
-    """Sizes of a call, after checking everything the kernel assumes that needs no tensor data."""
+def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None, config=None) -> Shape:
+    """Sizes of a call, after checking everything the kernel assumes that needs no tensor data. With an
+    explicit `config`, "bhsd" lengths are left to launch_args, which checks them against that config's
+    blocks (BN=192 runs multiples of 64 that the default's 128-key blocks would refuse)."""
     if layout not in LAYOUTS:
         raise _error(f"'layout' must be one of {LAYOUTS}, got {layout!r}")
     _check_tensors(q, k, v, layout)
@@ -1360,7 +1362,7 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None) -> 
             raise _error(f"key length {Sk} must equal query length {S} (use layout='bshd' or 'thd' for other "
                          "lengths)")
         multiple = block_multiple(D, S)
-        if S % multiple:
+        if config is None and S % multiple:
             raise _error(f"sequence length must be a multiple of {multiple}, got {S} (use "
                          "layout='bshd' or 'thd' for other lengths)")
     return Shape(B, H, Hk, S, Sk, D, layout == "thd")
@@ -1552,8 +1554,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     Unused pointers (LSE without softmax, cu_seqlens with fixed lengths, the trace) get `o`: never read.
     `trace` (persistent configs): an int64 tensor of programs x consumers x TRACE_TILES x TRACE_STAMPS
     that the consumers stamp (stamp_tile; bench/attention_trace.py)."""
-    shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
-    if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D):
+    shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k, cfg)
+    if layout == "bshd" and _ragged(shape.S_q, shape.S_k, shape.D, cfg):
         raise _error(f"launch_args: 'bshd' lengths {shape.S_q}/{shape.S_k} are not block multiples: call "
                      "attention(), which runs them as packed sequences")
     cfg = resolve_config(shape, features, cfg)
@@ -1624,7 +1626,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     output row is 0). `out`: an optional output tensor shaped like q. `sim_options`: for backend="sim"."""
     import torch
     if layout == "bshd" and cu_seqlens_q is None and q.dim() == 4 and k.dim() == 4 and \
-            _ragged(q.shape[1], k.shape[1], q.shape[-1]):
+            _ragged(q.shape[1], k.shape[1], q.shape[-1], config):
         return _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options,
                                window=window, softcap=softcap, score_mod=score_mod, mask_mod=mask_mod,
                                activation=activation)
@@ -1632,7 +1634,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     if return_lse and activation != "softmax":
         raise _error(f"'return_lse' needs activation='softmax' (no normalization otherwise), got {activation!r}")
     check_scale(scale, activation)
-    shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k)
+    shape = check_inputs(q, k, v, layout, cu_seqlens_q, cu_seqlens_k, config)
     if out is not None and (out.shape != q.shape or out.dtype != q.dtype or out.device != q.device
                             or not out.is_contiguous()):
         raise _error(f"'out' must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)} on {q.device}, got "
@@ -1670,8 +1672,13 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
 _LAST_LAUNCH = LaunchCache()
 
 
-def _ragged(S: int, Sk: int, D: int) -> bool:
-    return S != Sk or S % block_multiple(D, S) != 0
+def _ragged(S: int, Sk: int, D: int, config: Config | None = None) -> bool:
+    """Whether fixed lengths S/Sk cannot run as fixed: `config`'s blocks (BN=192: multiples of 64), else the
+    default's."""
+    if config is None:
+        return S != Sk or S % block_multiple(D, S) != 0
+    multiple = 64 if config.BN == WIDE_BN else max(CONSUMER_ROWS, config.BN)
+    return S != Sk or S % CONSUMER_ROWS != 0 or S % multiple != 0
 
 
 def _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options, **kw):
