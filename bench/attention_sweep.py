@@ -161,6 +161,9 @@ SHAPED = {"default": with_default(),
           "default_lean_pingpong": with_default(LEAN_SYNC=True, PINGPONG=True),
           # a consumer whose rows attend only the first half of its last (diagonal) block runs it at BN // 2 keys
           "default_half": with_default(HALF_DIAGONAL=True),
+          # the output through its own buffer, its TMA store running on under the next tile (the D=64 causal
+          # 1024-key default stores through Q's buffer and waits: 8% of its consumers' time, attention_trace-run1..3)
+          "default_obuf": with_default(O_BUFFER=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
                                                                  PERSISTENT=True, BALANCED=causal,
