@@ -1189,7 +1189,10 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       half-block code pruned still -3.8% at 2048 (run 6): it stays off there.
     - D=64 causal at 2048-4096 keys: the three-consumer tile of 8192 keys on (persistent, BALANCED,
       HALF_DIAGONAL): +3.5% / +2.8% (2048 / 4096 keys, attention_sweep-run7) and +2.6% / +2.9% (run 8) over
-      the 128-row default on an H100, three rounds each; at 1024 keys it lost 12% (run 7)."""
+      the 128-row default on an H100, three rounds each; at 1024 keys it lost 12% (run 7).
+    - D=64 causal below 2048 keys (the 128-row tile) adds O_BUFFER: its output store then runs on under the
+      next tile instead of waiting in Q's buffer; +1.2% and +2.0% at 1024 keys, to parity with cuDNN
+      (H100, 2026-12-07 attention_sweep-run3/4, three rounds each)."""
     fixed = S is not None                                  # persistence needs fixed lengths
     balanced = plain and fixed and causal
     if D > 128:
@@ -1208,7 +1211,7 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
         return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=balanced, BALANCED=balanced,
                       HALF_DIAGONAL=balanced)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
-    return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=wide and not causal,
+    return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=(wide and not causal) or balanced,
                   P_EARLY=plain and fixed and causal, BALANCED=balanced, DYNAMIC=balanced, HALF_DIAGONAL=balanced)
 
 
