@@ -109,7 +109,8 @@ CANDIDATES = {
           "wide_pingpong_pin_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, PIN_WAIT=True,
                                     RELEASE_K_EARLY=True),
           "wide_persistent_rk": C(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, RELEASE_K_EARLY=True),
-          # P_EARLY took the grid ping-pong build from 0.96-0.99 to 0.97-1.02 of the default (H100, sweep 2026-12-07 run 1)
+          # P_EARLY took the grid ping-pong build from 0.96-0.99 to 0.97-1.02 of the default (H100, sweep 2026-12-07 run 1);
+          # the persistent P_EARLY builds ran 0.93-0.98 of it (runs 2 and 5)
           "wide_persistent_early_rk": C(BN=192, STAGES=2, PIPELINE=True, PERSISTENT=True, P_EARLY=True,
                                         RELEASE_K_EARLY=True),
           "wide_persistent_pingpong_early_rk": C(BN=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True,
