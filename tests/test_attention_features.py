@@ -209,6 +209,19 @@ def test_varlen(kw):
     assert torch.all(out[300:317] == 0)                    # the sequence with no keys
 
 
+@pytest.mark.parametrize("cfg", [attention.Config(SKIP_DEAD=True, PINGPONG=True),
+                                 attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, SKIP_DEAD=True)],
+                         ids=["two-consumers", "three-consumers"])
+def test_varlen_skip_dead(cfg):
+    """SKIP_DEAD with packed sequences: a tile's consumers past their own sequence's end (100 = 64 + 36 rows,
+    217 rows, 17 rows) pass the blocks on; the empty query and key sequences still give 0 and LSE -inf."""
+    cu_q = torch.tensor([0, 100, 100, 317, 334, 400], dtype=torch.int32)
+    cu_k = torch.tensor([0, 130, 200, 350, 350, 420], dtype=torch.int32)
+    q, k, v = randn(400, 2, 64), randn(420, 1, 64), randn(420, 1, 64)
+    out, lse = run_sim(q, k, v, cfg, layout="thd", cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=True)
+    check(out, lse, *varlen_reference(q, k, v, cu_q, cu_k, causal=True))
+
+
 def test_varlen_d128_bf16_pingpong():
     cu_q = torch.tensor([0, 64, 200], dtype=torch.int32)
     cu_k = torch.tensor([0, 90, 160], dtype=torch.int32)

@@ -339,6 +339,42 @@ def test_attention_wide_blocks_take_lengths_the_default_refuses(layout):
             attention.attention(q, k, v, backend="sim")
 
 
+@pytest.mark.parametrize("skip_dead", [False, True], ids=["dead-rows-computed", "dead-rows-skipped"])
+def test_attention_skip_dead_consumers(monkeypatch, skip_dead):
+    """SKIP_DEAD: at 256 keys a 192-row tile's second tile has one live consumer (rows 192-255) and two
+    whose rows lie past the end. Those two issue no wgmma (they only pass each block on) and the output
+    still matches; without the option they run both blocks like the live one."""
+    from tlx.sim import warpgroup_sync
+    issued = {}
+    dot_issued = warpgroup_sync.dot_issued
+
+    def count(ctx, record):
+        key = (ctx.task.index, ctx.task.replica)
+        issued[key] = issued.get(key, 0) + 1
+        return dot_issued(ctx, record)
+    monkeypatch.setattr(warpgroup_sync, "dot_issued", count)
+    cfg = attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True, SKIP_DEAD=skip_dead)
+    q, k, v = (torch.randn(1, 1, 256, 64, dtype=torch.float16) for _ in range(3))
+    check_attention_sim(q, k, v, cfg, schedules=2)
+    per_replica = sorted(issued.values())
+    # two schedules x (tile 0: 2 blocks x 2 wgmmas per consumer; tile 1: the same, or nothing when dead)
+    assert per_replica == ([8, 8, 16] if skip_dead else [16, 16, 16])
+
+
+@pytest.mark.parametrize("D,S,causal,cfg", [
+    (64, 512, True, replace(attention.default_config(64, 4096, True), SKIP_DEAD=True, PROGRAMS=3)),
+    (64, 256, False, replace(attention.default_config(64, 4096, False), SKIP_DEAD=True, PROGRAMS=2)),
+    (64, 320, True, attention.Config(BN=64, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True, P_EARLY=True, BALANCED=True,
+                                     DYNAMIC=True, SKIP_DEAD=True)),
+    (128, 320, False, attention.Config(BN=192, PIPELINE=True, PINGPONG=True, RELEASE_K_EARLY=True, SKIP_DEAD=True))],
+    ids=["d64-b192-causal-balanced", "d64-b192-persistent", "d64-dynamic-causal", "d128-wide"])
+def test_attention_skip_dead_consumers_across_builds(D, S, causal, cfg):
+    """SKIP_DEAD in the builds whose last tile reaches past the end: the three-consumer defaults (one or two
+    dead consumers), a DYNAMIC causal 128-row tile over 64-key blocks, and 192-key blocks with a 64-key tail."""
+    q, k, v = (torch.randn(1, 2, S, D, dtype=torch.float16) for _ in range(3))
+    check_attention_sim(q, k, v, cfg, causal=causal, schedules=2)
+
+
 def test_attention_wide_blocks_refuse_what_they_do_not_run():
     """BN=192 runs plain non-causal softmax at fixed lengths, with PIPELINE: anything else is refused by name."""
     q = torch.randn(1, 2, 384, 128, dtype=torch.float16)

@@ -406,3 +406,22 @@ def test_wide_blocks_gpu(S, cfg):
     _, lse = attention.attention(q, k, v, config=cfg, out=out, return_lse=True)
     torch.cuda.synchronize()
     check_gpu(out, lse, *reference(q, k, v, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("D,S,causal,base", [
+    (64, 2048, True, 4096), (64, 4096, True, 4096), (64, 4096, False, 4096), (64, 1024, False, 4096),
+    (64, 16384, True, 16384)], ids=["d64-2048-causal", "d64-4096-causal", "d64-4096", "d64-1024", "d64-16384-causal"])
+def test_skip_dead_consumers_gpu(D, S, causal, base):
+    """SKIP_DEAD on the three-consumer D=64 defaults (BALANCED causal, persistent non-causal): at S = 2^k
+    the last tile of each head has one or two consumers past the end, which now compute nothing; three
+    launches into a poisoned output and LSE against fp32."""
+    cfg = replace(attention.default_config(D, base, causal), SKIP_DEAD=True)
+    B, H = max(1, 16384 // S // 4), 4
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
+    out = torch.empty_like(q)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        _, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, return_lse=True)
+        torch.cuda.synchronize()
+        check_gpu(out, lse, *ref)

@@ -571,7 +571,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
                    SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr,
                    PIPELINE: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr,
-                   LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr):
+                   LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr, live, SKIP_DEAD: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
     skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
@@ -580,7 +580,10 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
     128-key causal diagonal), that block runs at BN // 2 keys: a quarter of a diagonal tile's wgmma and
     exp work gone (at 1024 causal keys about 1/18 of the tile's). SKIP_BLOCKS (set on the
     host where a consumer's range can be shorter than the tile's, see skip_blocks_possible): without it
-    the skip loops are not compiled at all.
+    the skip loops are not compiled at all. SKIP_DEAD (set on the host where a tile can reach past its
+    sequence's end): a consumer whose rows all lie past it (`live` false: a 192-row tile's last 64 or 128
+    rows at S = 2^k) computes nothing and only passes every block on (skip_blocks); otherwise it ran the
+    whole tile, its share of the tensor cores included, for rows that are never stored.
     Q is q_bufs[q_slot]; each edge loop indexes it with `opaque_zero` added (a kernel argument that is
     0 at run time, or a literal 0 with one Q buffer), so no compiler can prove the loops read the same
     buffer. With two Q buffers (a runtime slot) ptxas 12.8 otherwise set Q's wgmma descriptor in one
@@ -599,6 +602,11 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
     hi_c = hi
     if SKIP_BLOCKS:
         lo_c, hi_c = consumer_range(r0, lo, hi, win_l, win_r, ROWS, BN, BOUND_L, BOUND_R)
+    if SKIP_DEAD:                                                    # every range empty: the last skip_blocks
+        lo_c = tl.where(live, lo_c, lo)                              # below passes [lo, hi) on
+        a = tl.where(live, a, lo)
+        z = tl.where(live, z, lo)
+        hi_c = tl.where(live, hi_c, lo)
     if SKIP_BLOCKS and BOUND_L:
         skip_blocks(lo, lo_c, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
@@ -614,7 +622,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
                                               k_empty, kv_empty, m_i, l_i, acc, sm_scale, cid, CONSUMERS, STAGES,
                                               PINGPONG, PIN_WAIT, P_EARLY, RELEASE_K_EARLY, LEAN_SYNC)
         for tail in tl.static_range(64, WIDE_BN, 64):               # the last block's 64 or 128 keys, if any:
-            has_tail = (kv_len - z * BN == tail).to(tl.int32)        # a loop of zero or one block each
+            has_tail = ((kv_len - z * BN == tail) & (z < hi_c)).to(tl.int32)   # a loop of zero or one block each
             m_i, l_i, acc = block_loop(z, z + has_tail, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty,
                                        kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                        CONSUMERS, BN, STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
@@ -651,7 +659,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
                                        win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R,
                                        SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
                                        POLY_EXP2, RELEASE_K_EARLY, LEAN_SYNC, BN // 2)  # half-width rows' layouts)
-    if SKIP_BLOCKS and BOUND_R:
+    if (SKIP_BLOCKS and BOUND_R) or SKIP_DEAD:
         skip_blocks(hi_c, hi, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
     return m_i, l_i, acc
@@ -886,7 +894,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
                  RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                 HALF_DIAGONAL: tl.constexpr):
+                 HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -908,7 +916,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
                                    P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC,
-                                   HALF_DIAGONAL)
+                                   HALF_DIAGONAL, r0 < q_len, SKIP_DEAD)
     stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
     if ACTIVATION == "softmax":
         out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
@@ -943,7 +951,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
                          BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                         HALF_DIAGONAL: tl.constexpr):
+                         HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -952,7 +960,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     OPAQUE_ZERO is 0 at run time (see consume_blocks); CONSUMERS = BM // 64 consumer warp groups (a
     parameter, not derived here: the task splitter reads `replicate=` before the body's constexprs);
     O_BUFFER stages the output in its own shared buffers instead of Q's; PIN_WAIT, P_EARLY,
-    RELEASE_K_EARLY see Config; SKIP_BLOCKS see consume_blocks. TRACE (persistent): each consumer stamps
+    RELEASE_K_EARLY see Config; SKIP_BLOCKS, SKIP_DEAD see consume_blocks. TRACE (persistent): each consumer stamps
     each tile's start, its Q landing, its K/V blocks done and its output stored (stamp_tile).
     DYNAMIC (persistent): the producer takes each next tile from the global tile_counter (zero at launch;
     the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
@@ -1060,7 +1068,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
                                         P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        LEAN_SYNC, HALF_DIAGONAL)
+                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
@@ -1076,7 +1084,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
                                         P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        LEAN_SYNC, HALF_DIAGONAL)
+                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -1122,6 +1130,9 @@ class Config:
     #                               (barrier_arrive's warpgroup_sync=False: only retired wgmmas read K, V and Q)
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
+    SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
+    #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); simulator-
+    #                               and compile-checked, not yet timed on a GPU
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -1615,7 +1626,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 LAZY_RESCALE=cfg.LAZY_RESCALE, POLY_EXP2=cfg.POLY_EXP2, RELEASE_K_EARLY=cfg.RELEASE_K_EARLY,
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
                 TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, PREFETCH=cfg.PREFETCH,
-                LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None)
+                LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None,
+                SKIP_DEAD=cfg.SKIP_DEAD and (shape.varlen or shape.S_q % cfg.BM != 0))
     return args, grid, meta, cfg
 
 
