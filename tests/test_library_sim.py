@@ -475,6 +475,17 @@ def test_balanced_tiles_even_the_causal_defaults():
         assert min(totals) > 0 and max(totals) <= 1.02 * sum(totals) / 132, (D, S)
 
 
+def test_balanced_cost_of_a_tile_with_dead_consumers():
+    """SKIP_DEAD: BALANCED's model counts a tile's blocks only for its rows before the end (S=4096, 192-row
+    tiles: the last holds one live consumer of three); the other tiles and the model without it are unchanged."""
+    cfg = attention.default_config(64, 4096, True)
+    last = 21 * cfg.BM                                          # rows 4032..4223: 64 of them before the end
+    whole = attention.tile_cost(last, 4096, None, 0, cfg, 64)
+    live = attention.tile_cost(last, 4096, None, 0, cfg, 64, S_q=4096)
+    assert live - attention.TILE_OVERHEAD == pytest.approx((whole - attention.TILE_OVERHEAD) / 3)
+    assert attention.tile_cost(0, 4096, None, 0, cfg, 64, S_q=4096) == attention.tile_cost(0, 4096, None, 0, cfg, 64)
+
+
 def test_balanced_needs_static_persistent_tiles():
     with pytest.raises(attention.ConfigRejected, match="BALANCED .* needs PERSISTENT=True"):
         attention.Config(BALANCED=True)

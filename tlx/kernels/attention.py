@@ -1428,13 +1428,17 @@ TILE_OVERHEAD = 1.2     # BALANCED: a tile's own cost (Q wait, output store, the
 #                         + 1.18 us a block)
 
 
-def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config, D: int) -> float:
+def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Config, D: int,
+              S_q: int | None = None) -> float:
     """BALANCED's cost model of the tile whose first query row is m0 (fixed lengths): its K/V blocks (the
-    range kv_block_range computes) plus TILE_OVERHEAD, in units of a 128-key, 64-wide block."""
+    range kv_block_range computes) plus TILE_OVERHEAD, in units of a 128-key, 64-wide block. `S_q`
+    (SKIP_DEAD): the blocks count only for the share of the tile's rows before the end, as if the live
+    consumers took the tensor cores' time the skipping ones leave (a model, not yet timed)."""
     lo = max(m0 - left, 0) // cfg.BN if left is not None else 0
     hi = min(m0 + cfg.BM + right, S_k) if right is not None else S_k
     blocks = max(triton.cdiv(hi, cfg.BN), lo) - lo
-    return TILE_OVERHEAD + blocks * cfg.BN * D / (128 * 64)
+    live = min(max(S_q - m0, 0), cfg.BM) / cfg.BM if S_q is not None else 1.0
+    return TILE_OVERHEAD + blocks * cfg.BN * D / (128 * 64) * live
 
 
 def balanced_tiles(costs: list[float], heads: int, programs: int, group: int, tail: float = 0.0) -> list[int]:
@@ -1518,15 +1522,16 @@ def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int |
     few problems' tables are kept (_tile_table), so a launch cache miss does not deal again; a cached launch
     holds its own (attention())."""
     return _tile_table(str(device), triton.cdiv(shape.S_q, cfg.BM), shape.B * shape.H, shape.S_k, shape.D, cfg.BM,
-                       cfg.BN, left, right, programs, group, cfg.TAIL if cfg.DYNAMIC else 0.0)
+                       cfg.BN, left, right, programs, group, cfg.TAIL if cfg.DYNAMIC else 0.0,
+                       shape.S_q if cfg.SKIP_DEAD else None)
 
 
 @functools.lru_cache(maxsize=16)
 def _tile_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, BN: int, left, right, programs: int,
-                group: int, tail: float):
+                group: int, tail: float, dead_past: int | None = None):
     import torch
     cfg = Config(BM=BM, BN=BN)
-    costs = [tile_cost(m * BM, S_k, left, right, cfg, D) for m in range(num_m)]
+    costs = [tile_cost(m * BM, S_k, left, right, cfg, D, dead_past) for m in range(num_m)]
     return torch.tensor(balanced_tiles(costs, heads, programs, group, tail), dtype=torch.int32, device=device)
 
 
