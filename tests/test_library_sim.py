@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import triton
 import triton.language as tl
 
 import tlx
@@ -468,7 +469,7 @@ def test_balanced_tiles_even_the_causal_defaults():
     for D, S in [(64, 1024), (64, 4096), (128, 1024), (256, 1024), (256, 4096)]:
         cfg = attention.default_config(D, S, True)
         shape = attention.Shape(16384 // S, 2048 // D, 2048 // D, S, S, D, False)
-        costs = [attention.tile_cost(m * cfg.BM, S, None, 0, cfg, D) for m in range(S // cfg.BM)]
+        costs = [attention.tile_cost(m * cfg.BM, S, None, 0, cfg, D) for m in range(triton.cdiv(S, cfg.BM))]
         table = attention.balanced_tiles(costs, shape.B * shape.H, 132, attention.head_group(shape, D, 2))
         offsets, tiles = table[:133], table[133:]
         totals = [sum(costs[t % len(costs)] for t in tiles[offsets[p]:offsets[p + 1]]) for p in range(132)]
