@@ -622,7 +622,10 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
                                               k_empty, kv_empty, m_i, l_i, acc, sm_scale, cid, CONSUMERS, STAGES,
                                               PINGPONG, PIN_WAIT, P_EARLY, RELEASE_K_EARLY, LEAN_SYNC)
         for tail in tl.static_range(64, WIDE_BN, 64):               # the last block's 64 or 128 keys, if any:
-            has_tail = ((kv_len - z * BN == tail) & (z < hi_c)).to(tl.int32)   # a loop of zero or one block each
+            has_tail = kv_len - z * BN == tail                       # a loop of zero or one block each
+            if SKIP_DEAD:
+                has_tail = has_tail & (z < hi_c)                     # (none for a dead consumer)
+            has_tail = has_tail.to(tl.int32)
             m_i, l_i, acc = block_loop(z, z + has_tail, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty,
                                        kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid,
                                        CONSUMERS, BN, STAGES, False, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
