@@ -213,8 +213,9 @@ def test_varlen(kw):
                                  attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, SKIP_DEAD=True)],
                          ids=["two-consumers", "three-consumers"])
 def test_varlen_skip_dead(cfg):
-    """SKIP_DEAD with packed sequences: a tile's consumers past their own sequence's end (100 = 64 + 36 rows,
-    217 rows, 17 rows) pass the blocks on; the empty query and key sequences still give 0 and LSE -inf."""
+    """SKIP_DEAD with packed sequences of 100, 0, 217, 17 and 66 queries: consumers whose rows lie past their own
+    sequence's end (17 queries: one of two; 217 on 192-row tiles: two of three in the second tile) pass the
+    blocks on; the empty query sequence and the one with no keys still give 0 and LSE -inf."""
     cu_q = torch.tensor([0, 100, 100, 317, 334, 400], dtype=torch.int32)
     cu_k = torch.tensor([0, 130, 200, 350, 350, 420], dtype=torch.int32)
     q, k, v = randn(400, 2, 64), randn(420, 1, 64), randn(420, 1, 64)
