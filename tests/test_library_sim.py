@@ -371,7 +371,7 @@ def test_attention_skip_dead_consumers(monkeypatch, skip_dead):
     ids=["d64-b192-causal-balanced", "d64-b192-persistent", "d64-dynamic-causal", "d128-wide"])
 def test_attention_skip_dead_consumers_across_builds(D, S, causal, cfg):
     """SKIP_DEAD in the builds whose last tile reaches past the end: the three-consumer defaults (one or two
-    dead consumers), a DYNAMIC causal 128-row tile over 64-key blocks, and 192-key blocks with a 64-key tail."""
+    dead consumers), a DYNAMIC causal 128-row tile over 64-key blocks, and 192-key blocks with a 128-key tail."""
     q, k, v = (torch.randn(1, 2, S, D, dtype=torch.float16) for _ in range(3))
     check_attention_sim(q, k, v, cfg, causal=causal, schedules=2)
 
