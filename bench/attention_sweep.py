@@ -172,6 +172,14 @@ SHAPED = {"default": with_default(),
           "b192_bal_half": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
                                                                  PERSISTENT=True, BALANCED=causal,
                                                                  HALF_DIAGONAL=causal),
+          # ... and with SKIP_DEAD: at 1024 keys two of the last tile's three consumers lie past the end, a
+          # quarter of the causal work (an eighth non-causal), the likely reason this tile lost 12% there (run 7)
+          "b192_bal_half_dead": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
+                                                                      PERSISTENT=True, BALANCED=causal,
+                                                                      HALF_DIAGONAL=causal, SKIP_DEAD=True),
+          # the D=64 non-causal default from 2048 keys (two stages, K released early) with SKIP_DEAD, at any length
+          "b192_rk_dead": lambda D, S, causal: attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True,
+                                                                PERSISTENT=True, RELEASE_K_EARLY=True, SKIP_DEAD=True),
           "default_bal_prefetch": with_default(PERSISTENT=True, BALANCED=True, DYNAMIC=False, PREFETCH=True),
           # ... with its last tenth (fifth) taken from the global counter as programs finish
           **{f"default_bal_tail{int(share * 100)}": with_default(PERSISTENT=True, BALANCED=True, DYNAMIC=True,

@@ -410,7 +410,8 @@ def test_wide_blocks_gpu(S, cfg):
 
 @pytest.mark.parametrize("D,S,causal,base", [
     (64, 2048, True, 4096), (64, 4096, True, 4096), (64, 4096, False, 4096), (64, 1024, False, 4096),
-    (64, 16384, True, 16384)], ids=["d64-2048-causal", "d64-4096-causal", "d64-4096", "d64-1024", "d64-16384-causal"])
+    (64, 1024, True, 4096), (64, 16384, True, 16384)],
+    ids=["d64-2048-causal", "d64-4096-causal", "d64-4096", "d64-1024", "d64-1024-causal", "d64-16384-causal"])
 def test_skip_dead_consumers_gpu(D, S, causal, base):
     """SKIP_DEAD on the three-consumer D=64 defaults (BALANCED causal, persistent non-causal): at S = 2^k
     the last tile of each head has one or two consumers past the end, which now compute nothing; three
