@@ -134,6 +134,12 @@ def with_default(**options):
     return lambda D, S, causal: replace(attention.default_config(D, S, causal), **options)
 
 
+def b192_bal_half(D, S, causal):
+    """The D=64 long-causal default's tile (three consumers; BALANCED and HALF_DIAGONAL where causal)."""
+    return attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=True, BALANCED=causal,
+                            HALF_DIAGONAL=causal)
+
+
 # Per-shape candidates, for every head dim: the op's default for (D, S, causal) and the same with one option
 # more (an A/B of that option over the whole default table).
 SHAPED = {"default": with_default(),
@@ -169,14 +175,10 @@ SHAPED = {"default": with_default(),
           # 3% of the non-causal and 6% of the causal work at 2048-4096 keys, under 2% from 8192)
           "default_dead": with_default(SKIP_DEAD=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
-          "b192_bal_half": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
-                                                                 PERSISTENT=True, BALANCED=causal,
-                                                                 HALF_DIAGONAL=causal),
+          "b192_bal_half": b192_bal_half,
           # ... and with SKIP_DEAD: at 1024 keys two of the last tile's three consumers lie past the end, a
           # quarter of the causal work (an eighth non-causal), the likely reason this tile lost 12% there (run 7)
-          "b192_bal_half_dead": lambda D, S, causal: attention.Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True,
-                                                                      PERSISTENT=True, BALANCED=causal,
-                                                                      HALF_DIAGONAL=causal, SKIP_DEAD=True),
+          "b192_bal_half_dead": lambda D, S, causal: replace(b192_bal_half(D, S, causal), SKIP_DEAD=True),
           # the D=64 non-causal default from 2048 keys (two stages, K released early) with SKIP_DEAD, at any length
           "b192_rk_dead": lambda D, S, causal: attention.Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True,
                                                                 PERSISTENT=True, RELEASE_K_EARLY=True, SKIP_DEAD=True),

@@ -1239,10 +1239,11 @@ def skip_blocks_possible(cfg: Config, left: int | None, right: int | None, mask_
     return left is not None or (right is not None and (right > 0 or cfg.BN % cfg.BM != 0))
 
 
-def block_multiple(D: int, S: int) -> int:
-    """What a fixed length must be a multiple of for the default blocks: one consumer's rows and BN
-    (BN is a multiple of 64)."""
-    return max(CONSUMER_ROWS, default_config(D, S).BN)
+def block_multiple(D: int, S: int, cfg: Config | None = None) -> int:
+    """What a fixed length must be a multiple of for `cfg`'s blocks (None: the default's): one consumer's rows
+    and BN (a multiple of 64; a WIDE_BN block's last 64 or 128 keys run as a narrower block, so 64 there)."""
+    cfg = cfg or default_config(D, S)
+    return max(CONSUMER_ROWS, 64 if cfg.BN == WIDE_BN else cfg.BN)
 
 
 def q_buffers(cfg: Config, D: int, itemsize: int) -> int:
@@ -1440,7 +1441,7 @@ def tile_cost(m0: int, S_k: int, left: int | None, right: int | None, cfg: Confi
     lo = max(m0 - left, 0) // cfg.BN if left is not None else 0
     hi = min(m0 + cfg.BM + right, S_k) if right is not None else S_k
     blocks = max(triton.cdiv(hi, cfg.BN), lo) - lo
-    live = min(max(S_q - m0, 0), cfg.BM) / cfg.BM if S_q is not None else 1.0
+    live = min(S_q - m0, cfg.BM) / cfg.BM if S_q is not None else 1.0     # (tiles start before S_q)
     return TILE_OVERHEAD + blocks * cfg.BN * D / (128 * 64) * live
 
 
@@ -1531,10 +1532,10 @@ def tile_table(device, shape: Shape, cfg: Config, left: int | None, right: int |
 
 @functools.lru_cache(maxsize=16)
 def _tile_table(device: str, num_m: int, heads: int, S_k: int, D: int, BM: int, BN: int, left, right, programs: int,
-                group: int, tail: float, dead_past: int | None = None):
+                group: int, tail: float, S_q: int | None = None):
     import torch
     cfg = Config(BM=BM, BN=BN)
-    costs = [tile_cost(m * BM, S_k, left, right, cfg, D, dead_past) for m in range(num_m)]
+    costs = [tile_cost(m * BM, S_k, left, right, cfg, D, S_q) for m in range(num_m)]
     return torch.tensor(balanced_tiles(costs, heads, programs, group, tail), dtype=torch.int32, device=device)
 
 
@@ -1696,12 +1697,8 @@ _LAST_LAUNCH = LaunchCache()
 
 
 def _ragged(S: int, Sk: int, D: int, config: Config | None = None) -> bool:
-    """Whether fixed lengths S/Sk cannot run as fixed: `config`'s blocks (BN=192: multiples of 64), else the
-    default's."""
-    if config is None:
-        return S != Sk or S % block_multiple(D, S) != 0
-    multiple = 64 if config.BN == WIDE_BN else max(CONSUMER_ROWS, config.BN)
-    return S != Sk or S % CONSUMER_ROWS != 0 or S % multiple != 0
+    """Whether fixed lengths S/Sk cannot run as fixed with `config`'s blocks (None: the default's)."""
+    return S != Sk or S % block_multiple(D, S, config) != 0
 
 
 def _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options, **kw):
