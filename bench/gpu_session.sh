@@ -2,7 +2,9 @@
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT. Several runs in one call
 # (each with its own settings): bench/device_call.sh, which packs them into one archive.
 #   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu
-# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
+# TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py);
+# TESTS_JOBS=N runs them in N pytest-xdist workers sharing the GPU (the suite is compile-bound: one process ran
+# about 150 tests in 210 s on an H100, so the whole suite never fit one part's limit); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
 # whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/${PROFILE:-attention}_profile.py ${PROFILE_ARGS}
 # (PROFILE=gemm: bench/gemm_profile.py, with NCU_KERNEL=matmul or nvjet) into $OUT/ncu.ncu-rep,
@@ -16,7 +18,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 for part in "$@"; do
   start=$(date +%s)
   case "$part" in
-    tests)     timeout "${PART_TIMEOUT:-450}" python3 -u -m pytest tests/gpu -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
+    tests)     timeout "${PART_TIMEOUT:-450}" python3 -u -m pytest tests/gpu -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} ${TESTS_JOBS:+-n "$TESTS_JOBS"} \
                  > "$OUT/gpu_tests.log" 2>&1 ;;
     attention) timeout "${PART_TIMEOUT:-300}" python3 -u bench/attention.py --out "$OUT/attention.json" ${ATTENTION_ARGS:-} \
                  > "$OUT/attention.log" 2>&1 ;;

@@ -1134,8 +1134,8 @@ class Config:
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
-    #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); simulator-
-    #                               and compile-checked, not yet timed on a GPU
+    #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
+    #                               it lost 1-5% non-causal and won 0-2% causal (default_config)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -1206,7 +1206,11 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       the 128-row default on an H100, three rounds each; at 1024 keys it lost 12% (run 7).
     - D=64 causal below 2048 keys (the 128-row tile) adds O_BUFFER: its output store then runs on under the
       next tile instead of waiting in Q's buffer; +1.2% and +2.0% at 1024 keys, to parity with cuDNN
-      (H100, 2026-12-07 attention_sweep-run3/4, three rounds each)."""
+      (H100, 2026-12-07 attention_sweep-run3/4, three rounds each).
+    - D=64 causal at 2048-4096 keys adds SKIP_DEAD (the 192-row tile's consumers past the sequence end, 6% of
+      the work there, compute nothing): +2.2% at 2048 and +0.7% at 4096 in two builds each (H100, 2026-12-07
+      attention_sweep-run7, three rounds); from 8192 keys (under 2% of the work) -0.3% to +0.9%, and
+      non-causal 192-row tiles lost 1-5% with it, so it stays off there."""
     fixed = S is not None                                  # persistence needs fixed lengths
     balanced = plain and fixed and causal
     if D > 128:
@@ -1223,7 +1227,7 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
         return Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)
     if plain and fixed and (S >= 8192 or (causal and S >= 2048)):
         return Config(BM=192, STAGES=3, PIPELINE=True, PINGPONG=True, PERSISTENT=balanced, BALANCED=balanced,
-                      HALF_DIAGONAL=balanced)
+                      HALF_DIAGONAL=balanced, SKIP_DEAD=causal and S <= 4096)
     wide = plain and fixed and S % 256 == 0 and (not causal or S >= 4096)
     return Config(BN=256 if wide else 128, PERSISTENT=plain and fixed, O_BUFFER=(wide and not causal) or balanced,
                   P_EARLY=plain and fixed and causal, BALANCED=balanced, DYNAMIC=balanced, HALF_DIAGONAL=balanced)
