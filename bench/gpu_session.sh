@@ -5,7 +5,7 @@
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py);
 # TESTS_JOBS=N runs them in N pytest-xdist workers sharing the GPU (the suite is compile-bound: one process ran
 # about 150 tests in 210 s on an H100; eight workers ran all 454 in 124 s, but one test's fp32 reference then
-# ran out of the card's 80 GB, so use 4); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
+# ran out of the card's 80 GB; four ran all 454 in 253 s, so use 4); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
 # whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/${PROFILE:-attention}_profile.py ${PROFILE_ARGS}
 # (PROFILE=gemm: bench/gemm_profile.py, with NCU_KERNEL=matmul or nvjet) into $OUT/ncu.ncu-rep,
