@@ -1209,8 +1209,9 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       (H100, 2026-12-07 attention_sweep-run3/4, three rounds each).
     - D=64 causal at 2048-4096 keys adds SKIP_DEAD (the 192-row tile's consumers past the sequence end, 6% of
       the work there, compute nothing): +2.2% at 2048 and +0.7% at 4096 in two builds each (H100, 2026-12-07
-      attention_sweep-run7, three rounds); from 8192 keys (under 2% of the work) -0.3% to +0.9%, and
-      non-causal 192-row tiles lost 1-5% with it, so it stays off there."""
+      attention_sweep-run7, three rounds), +1.7% at both in run 8 (five rounds); from 8192 keys (under 2% of
+      the work) -0.3% to +0.9% in run 7 and +0.2% / -3.0% (8192 / 16384) in run 9, and non-causal 192-row
+      tiles lost 1-5% with it, so it stays off there."""
     fixed = S is not None                                  # persistence needs fixed lengths
     balanced = plain and fixed and causal
     if D > 128:
