@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton.testing import do_bench
+from triton.testing import do_bench, do_bench_cudagraph
 
 from bench.order import rotated
 from tlx.kernels import attention
@@ -168,6 +168,9 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--dims", default="64,128,256", help="head dims to time, comma-separated")
     ap.add_argument("--no-features", action="store_true", help="skip the feature rows")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time the op's default and cuDNN as CUDA graph replays (kernel against kernel, no host "
+                         "launch cost; do_bench_cudagraph median): columns *_graph_tflops and graph_ratio_cudnn")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="tlx columns to time, comma-separated (the op's default, 'tlx', always runs)")
     args = ap.parse_args()
@@ -185,6 +188,9 @@ def main():
         ratios = [r["ratio_cudnn"] for r in rows if "ratio_cudnn" in r]   # time limit keeps what it timed
         if ratios:
             meta["geomean_ratio_cudnn"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        graph = [r["graph_ratio_cudnn"] for r in rows if "graph_ratio_cudnn" in r]
+        if graph:
+            meta["geomean_graph_ratio_cudnn"] = math.exp(sum(map(math.log, graph)) / len(graph))
         with open(args.out, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     for D in map(int, args.dims.split(",")):
@@ -205,6 +211,9 @@ def main():
                             row[f"{name}_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
                         ms = do_bench(lambda: fn(q, k, v, causal), return_mode="median")
                         row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal, ms)
+                        if args.graph and name in ("tlx", "cudnn"):
+                            ms = do_bench_cudagraph(lambda: fn(q, k, v, causal), return_mode="median")
+                            row[f"{name}_graph_tflops"] = attention.tflops(B, H, S, D, causal, ms)
                     except NotApplicable:
                         pass
                     except Exception as e:   # recorded, never hidden
@@ -213,11 +222,14 @@ def main():
                     row["ratio_cudnn"] = row["tlx_tflops"] / row["cudnn_tflops"]
                     best = max(row.get(f"{n}_tflops", 0.0) for n in impls if n.startswith("tlx"))
                     row["best_ratio_cudnn"] = best / row["cudnn_tflops"]
+                if "tlx_graph_tflops" in row and "cudnn_graph_tflops" in row:
+                    row["graph_ratio_cudnn"] = row["tlx_graph_tflops"] / row["cudnn_graph_tflops"]
                 rows.append(row)
                 save()
                 cells = "  ".join(f"{n.replace('tlx_', '')} {row.get(n + '_tflops', 0):6.1f}" for n in impls)
+                graph = f"  graph ratio {row['graph_ratio_cudnn']:.3f}" if "graph_ratio_cudnn" in row else ""
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  {cells}  ratio {row.get('ratio_cudnn', float('nan')):.3f}"
-                      f"  err {row.get('tlx_rel_err', -1):.1e}", flush=True)
+                      f"{graph}  err {row.get('tlx_rel_err', -1):.1e}", flush=True)
     if not args.no_features:
         rows += feature_rows(dtype)
         save()

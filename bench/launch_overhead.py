@@ -1,10 +1,11 @@
-"""Host time per call of a tiny GEMM (the GPU work is negligible): where tlx's launch path spends time."""
+"""Host time per call of a tiny GEMM and a tiny attention (the GPU work is negligible): where tlx's launch
+path spends time, beside torch's own ops."""
 import time
 
 import torch
 
 from tlx.gluon import launch
-from tlx.kernels import gemm
+from tlx.kernels import attention, gemm
 
 
 def per_call_us(fn, n=300):
@@ -16,6 +17,12 @@ def per_call_us(fn, n=300):
     elapsed = time.perf_counter() - t
     torch.cuda.synchronize()
     return elapsed / n * 1e6
+
+
+def sdpa_cudnn(q, k, v):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 def main():
@@ -38,6 +45,9 @@ def main():
         "bind + jit lookup + convert": lambda: launch.convert_args(kernel, kernel.bind(args, dict(meta))),
         "triton JIT run, converted args": lambda: jit_fn.run(*conv, grid=grid, warmup=False, num_warps=4),
     }
+    q, k, v = (torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    rows["sdpa, cuDNN backend (1x2x256x64)"] = lambda: sdpa_cudnn(q, k, v)
+    rows["attention.attention (same shape)"] = lambda: attention.attention(q, k, v)
     for name, fn in rows.items():
         print(f"{name:34s} {per_call_us(fn):8.1f} us/call")
     import cProfile
