@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import json
 import math
+import statistics
 
 import torch
 import torch.nn.functional as F
@@ -168,12 +169,16 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--dims", default="64,128,256", help="head dims to time, comma-separated")
     ap.add_argument("--no-features", action="store_true", help="skip the feature rows")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rotated timing rounds per cell (every implementation takes every position; median kept)")
     ap.add_argument("--graph", action="store_true",
                     help="also time the op's default and cuDNN as CUDA graph replays (kernel against kernel, no host "
                          "launch cost; do_bench_cudagraph median): columns *_graph_tflops and graph_ratio_cudnn")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="tlx columns to time, comma-separated (the op's default, 'tlx', always runs)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds must be at least 1, got {args.rounds}")
     dtype = getattr(torch, args.dtype)
     wanted = {"tlx", *args.variants.split(",")}
     if wanted - set(VARIANTS):
@@ -182,7 +187,8 @@ def main():
     impls.update(cudnn=sdpa(SDPBackend.CUDNN_ATTENTION), flash=sdpa(SDPBackend.FLASH_ATTENTION))
     rows = []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "date": datetime.date.today().isoformat(), "dtype": args.dtype, "timer": "do_bench median"}
+            "date": datetime.date.today().isoformat(), "dtype": args.dtype, "timer": "do_bench median",
+            "rounds": args.rounds}
 
     def save():                                                   # after every row: a part killed at its
         ratios = [r["ratio_cudnn"] for r in rows if "ratio_cudnn" in r]   # time limit keeps what it timed
@@ -201,7 +207,8 @@ def main():
                 ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
                     if S <= 4096 else None
                 row = {"D": D, "S": S, "B": B, "H": H, "causal": causal}
-                for name in rotated(list(impls), first=len(rows)):
+                timed = []                                     # the implementations whose checked run worked
+                for name in impls:
                     fn = impls[name]
                     poisoned = {"out": torch.full_like(q, float("nan"))} if name.startswith("tlx") else {}
                     try:
@@ -209,15 +216,28 @@ def main():
                         torch.cuda.synchronize()
                         if ref is not None and name.startswith("tlx"):
                             row[f"{name}_rel_err"] = ((out.float() - ref).norm() / ref.norm()).item()
-                        ms = do_bench(lambda: fn(q, k, v, causal), return_mode="median")
-                        row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal, ms)
-                        if args.graph and name in ("tlx", "cudnn"):
-                            ms = do_bench_cudagraph(lambda: fn(q, k, v, causal), return_mode="median")
-                            row[f"{name}_graph_tflops"] = attention.tflops(B, H, S, D, causal, ms)
+                        timed.append(name)
                     except NotApplicable:
                         pass
                     except Exception as e:   # recorded, never hidden
                         row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
+                eager, graph = {n: [] for n in timed}, {n: [] for n in timed if args.graph and n in ("tlx", "cudnn")}
+                for name in rotated(timed, rounds=args.rounds, first=len(rows), spread=True):
+                    fn = impls[name]
+                    try:
+                        eager[name].append(do_bench(lambda: fn(q, k, v, causal), return_mode="median"))
+                        if name in graph:
+                            graph[name].append(do_bench_cudagraph(lambda: fn(q, k, v, causal), return_mode="median"))
+                    except Exception as e:   # recorded, never hidden
+                        row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
+                for name, times in eager.items():
+                    if times:
+                        row[f"{name}_tflops"] = attention.tflops(B, H, S, D, causal, statistics.median(times))
+                        if args.rounds > 1:
+                            row[f"{name}_tflops_rounds"] = [attention.tflops(B, H, S, D, causal, t) for t in times]
+                for name, times in graph.items():
+                    if times:
+                        row[f"{name}_graph_tflops"] = attention.tflops(B, H, S, D, causal, statistics.median(times))
                 if "tlx_tflops" in row and "cudnn_tflops" in row:       # the op's default configuration
                     row["ratio_cudnn"] = row["tlx_tflops"] / row["cudnn_tflops"]
                     best = max(row.get(f"{n}_tflops", 0.0) for n in impls if n.startswith("tlx"))
