@@ -1,6 +1,8 @@
 """Time tlx attention forward against SDPA (cuDNN and flash backends) side by side on one GPU.
 
-FA3 sizing: B*S = 16384, H*D = 2048.   PYTHONPATH=. python3 bench/attention.py --out FILE
+FA3 sizing: B*S = 16384, H*D = 2048.   PYTHONPATH=. python3 bench/attention.py --out FILE [--rounds 3] [--graph]
+Each cell is checked once (the op writes into a NaN-poisoned output, compared with an fp32 reference up to
+4096 keys), then timed in `--rounds` rotated rounds; `--graph` adds CUDA-graph timings of the op and cuDNN.
 Feature rows follow (sliding window, softcap, GQA): TFLOP/s counted over the (query, key) pairs
 actually attended, next to the plain kernel on the same shape (and SDPA for GQA).
 """
@@ -170,7 +172,8 @@ def main():
     ap.add_argument("--dims", default="64,128,256", help="head dims to time, comma-separated")
     ap.add_argument("--no-features", action="store_true", help="skip the feature rows")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="rotated timing rounds per cell (every implementation takes every position; median kept)")
+                    help="timing rounds per cell, each starting further along the implementations (bench/order.py); "
+                         "medians reported, each round's TFLOPS kept in the JSON")
     ap.add_argument("--graph", action="store_true",
                     help="also time the op's default and cuDNN as CUDA graph replays (kernel against kernel, no host "
                          "launch cost; do_bench_cudagraph median): columns *_graph_tflops and graph_ratio_cudnn")
@@ -247,9 +250,9 @@ def main():
                 rows.append(row)
                 save()
                 cells = "  ".join(f"{n.replace('tlx_', '')} {row.get(n + '_tflops', 0):6.1f}" for n in impls)
-                graph = f"  graph ratio {row['graph_ratio_cudnn']:.3f}" if "graph_ratio_cudnn" in row else ""
+                graph_note = f"  graph ratio {row['graph_ratio_cudnn']:.3f}" if "graph_ratio_cudnn" in row else ""
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  {cells}  ratio {row.get('ratio_cudnn', float('nan')):.3f}"
-                      f"{graph}  err {row.get('tlx_rel_err', -1):.1e}", flush=True)
+                      f"{graph_note}  err {row.get('tlx_rel_err', -1):.1e}", flush=True)
     if not args.no_features:
         rows += feature_rows(dtype)
         save()
