@@ -194,12 +194,10 @@ def main():
             "rounds": args.rounds}
 
     def save():                                                   # after every row: a part killed at its
-        ratios = [r["ratio_cudnn"] for r in rows if "ratio_cudnn" in r]   # time limit keeps what it timed
-        if ratios:
-            meta["geomean_ratio_cudnn"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        graph = [r["graph_ratio_cudnn"] for r in rows if "graph_ratio_cudnn" in r]
-        if graph:
-            meta["geomean_graph_ratio_cudnn"] = math.exp(sum(map(math.log, graph)) / len(graph))
+        for key in ("ratio_cudnn", "graph_ratio_cudnn"):              # time limit keeps what it timed
+            ratios = [r[key] for r in rows if key in r]
+            if ratios:
+                meta[f"geomean_{key}"] = statistics.geometric_mean(ratios)
         with open(args.out, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
     for D in map(int, args.dims.split(",")):

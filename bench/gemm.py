@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import re
 import statistics
 import sys
@@ -121,7 +120,7 @@ def main():
         for key in ("ratio", "default_ratio", "default_graph_ratio", "confirm_default_ratio", "confirm_best_ratio"):
             ratios = [r[key] for r in rows if r["dtype"] == dt and key in r]
             if ratios:
-                meta[f"geomean_{key}_{dt}"] = math.exp(sum(map(math.log, ratios)) / len(ratios))
+                meta[f"geomean_{key}_{dt}"] = statistics.geometric_mean(ratios)
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     print(json.dumps(meta))

@@ -3,7 +3,9 @@ path spends time, beside torch's own ops."""
 import time
 
 import torch
+from torch.nn.attention import SDPBackend
 
+import bench.attention as bench_attention
 from tlx.gluon import launch
 from tlx.kernels import attention, gemm
 
@@ -17,12 +19,6 @@ def per_call_us(fn, n=300):
     elapsed = time.perf_counter() - t
     torch.cuda.synchronize()
     return elapsed / n * 1e6
-
-
-def sdpa_cudnn(q, k, v):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 def main():
@@ -46,7 +42,8 @@ def main():
         "triton JIT run, converted args": lambda: jit_fn.run(*conv, grid=grid, warmup=False, num_warps=4),
     }
     q, k, v = (torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    rows["sdpa, cuDNN backend (1x2x256x64)"] = lambda: sdpa_cudnn(q, k, v)
+    cudnn = bench_attention.sdpa(SDPBackend.CUDNN_ATTENTION)
+    rows["sdpa, cuDNN backend (1x2x256x64)"] = lambda: cudnn(q, k, v, False)
     rows["attention.attention (same shape)"] = lambda: attention.attention(q, k, v)
     for name, fn in rows.items():
         print(f"{name:34s} {per_call_us(fn):8.1f} us/call")

@@ -23,20 +23,19 @@ def fake_gpu(monkeypatch):
 
     def implementation(name, fails=False):
         def run(q, k, v, causal, out=None):
+            log["last"] = name
             if fails:
                 raise RuntimeError(f"{name} refused")
             if out is not None:
                 log["checked"].append((name, bool(torch.isnan(out).all())))
             result = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             return out.copy_(result) if out is not None else result
-        run.impl_name = name
         return run
 
     def timer(fn, return_mode):
         assert return_mode == "median"
         fn()
-        name = fn.__closure__ and next(c.cell_contents.impl_name for c in fn.__closure__
-                                       if hasattr(c.cell_contents, "impl_name"))
+        name = log["last"]
         log["timed"].append(name)
         return {"tlx": 1.0, "cudnn": 2.0}.get(name, 4.0) * (1 + 0.1 * (len(log["timed"]) % 3))
 
