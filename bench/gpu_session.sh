@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One device call: GPU tests and the chosen benchmarks, logs and JSON under $OUT. Several runs in one call
 # (each with its own settings): bench/device_call.sh, which packs them into one archive.
-#   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu
+#   bash bench/gpu_session.sh tests attention sweep gemm trace atrace overhead placement cublas ncu clocks
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py);
 # TESTS_JOBS=N runs them in N pytest-xdist workers sharing the GPU (the suite is compile-bound: one process ran
 # about 150 tests in 210 s on an H100; eight workers ran all 454 in 124 s, but one test's fp32 reference then
-# ran out of the card's 80 GB; four ran all 454 in 253 s, so use 4); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS and GEMM_ARGS pass
-# options to attention_sweep.py, attention.py, attention_trace.py and gemm.py; `ncu` profiles the second launch of the kernel
+# ran out of the card's 80 GB; four ran all 454 in 253 s, so use 4); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS, GEMM_ARGS and CLOCKS_ARGS pass
+# options to attention_sweep.py, attention.py, attention_trace.py, gemm.py and clock_probe.py; `ncu` profiles the second launch of the kernel
 # whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/${PROFILE:-attention}_profile.py ${PROFILE_ARGS}
 # (PROFILE=gemm: bench/gemm_profile.py, with NCU_KERNEL=matmul or nvjet) into $OUT/ncu.ncu-rep,
 # its csv pages and bench/ncu_summary.py's reading of them (first run 2026-12-06, ncu-run1); each part is killed after PART_TIMEOUT seconds
@@ -32,6 +32,8 @@ for part in "$@"; do
                  > "$OUT/attention_trace.log" 2>&1 ;;
     placement) timeout "${PART_TIMEOUT:-60}" python3 -u bench/gemm_placement.py > "$OUT/gemm_placement.log" 2>&1 ;;
     cublas)    timeout "${PART_TIMEOUT:-90}" python3 -u bench/cublas_kernels.py --out "$OUT/cublas_kernels.json" > "$OUT/cublas_kernels.log" 2>&1 ;;
+    clocks)    timeout "${PART_TIMEOUT:-120}" python3 -u bench/clock_probe.py --out "$OUT/clock_probe.json" ${CLOCKS_ARGS:-} \
+                 > "$OUT/clock_probe.log" 2>&1 ;;
     overhead)  timeout "${PART_TIMEOUT:-60}" python3 -u bench/launch_overhead.py > "$OUT/launch_overhead.log" 2>&1 ;;
     ncu)       timeout "${PART_TIMEOUT:-240}" ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-attention}" \
                  --launch-skip 1 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \

@@ -1141,7 +1141,8 @@ class Config:
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
     RESCALE_UNDER_QK: bool = False  # PIPELINE: O's rescale between the Q K^T and P V issues, under Q K^T's wgmma
-    #                               (FA3's RescaleOBeforeGemm), not before both (pipelined_blocks)
+    #                               (FA3's RescaleOBeforeGemm), not before both (pipelined_blocks); geomean 0.99
+    #                               of the defaults at D=64/128/256 (H100, attention_sweep-run10)
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
     #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
     #                               it lost 1-5% non-causal and won 0-2% causal (default_config)

@@ -1,0 +1,120 @@
+"""SM clock and board power while each attention implementation runs under sustained timing.
+
+Nsight Compute timed one launch of ours against cuDNN's at 1.12x (D=64, 4096 keys) where `bench/attention.py`,
+timing a median over many launches back to back, read 1.06-1.09x. This probe asks whether the two kernels hold
+different clocks under load: it times each implementation with `do_bench` for a few seconds (L2 flushed between
+calls, as bench/attention.py does) while `nvidia-smi` samples the SM clock and power, and reports TFLOP/s, the
+median clock and power of the window, and TFLOP/s per GHz.
+
+    PYTHONPATH=. python3 bench/clock_probe.py --cells 64x4096,128x8192 [--seconds 3] [--out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import subprocess
+import threading
+import time
+
+import torch
+import triton
+from torch.nn.attention import SDPBackend
+from triton.testing import do_bench
+
+from bench.attention import sdpa
+from tlx.kernels import attention
+
+
+class Sampler:
+    """`nvidia-smi` in loop mode in the background: (time, SM MHz, watts) every `period_ms`."""
+
+    def __init__(self, period_ms: int = 50):
+        self.samples: list[tuple[float, float, float]] = []
+        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                                      f"--loop-ms={period_ms}"], stdout=subprocess.PIPE, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                mhz, watts = (float(x) for x in line.split(","))
+            except ValueError:                       # a header or a "[N/A]" field
+                continue
+            self.samples.append((time.monotonic(), mhz, watts))
+
+    def window(self, t0: float, t1: float) -> tuple[float, float, int]:
+        """Median SM MHz and watts of the samples taken in [t0, t1], and their count."""
+        inside = [(m, w) for t, m, w in self.samples if t0 <= t <= t1]
+        if not inside:
+            raise RuntimeError(f"clock_probe: no nvidia-smi sample in a {t1 - t0:.1f} s window")
+        return statistics.median(m for m, _ in inside), statistics.median(w for _, w in inside), len(inside)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def flops(B: int, H: int, S: int, D: int, causal: bool) -> float:
+    return 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+
+
+def probe_cell(D: int, S: int, causal: bool, seconds: float, sampler: Sampler) -> dict:
+    H, B = 2048 // D, 16384 // S                               # FA3 sizing, as bench/attention.py
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
+    impls = {"cudnn": lambda: cudnn(q, k, v, causal), "tlx": lambda: attention.attention(q, k, v, causal=causal)}
+    ref = cudnn(q, k, v, causal).float()
+    out = attention.attention(q, k, v, causal=causal, out=torch.full_like(q, float("nan"))).float()
+    err = ((out - ref).norm() / ref.norm()).item()              # (cuDNN as the reference: a sanity check only;
+    if not err <= 1e-2:                                         # bench/attention.py checks against fp32)
+        raise RuntimeError(f"clock_probe: D={D} S={S} causal={causal}: tlx differs from cuDNN by {err:.2e}")
+    row = {"D": D, "S": S, "causal": causal, "rel_err_vs_cudnn": err}
+    for name in ("cudnn", "tlx", "cudnn", "tlx"):                # twice each, alternating
+        t0 = time.monotonic()
+        ms = do_bench(impls[name], warmup=200, rep=int(seconds * 1000))
+        mhz, watts, n = sampler.window(t0 + 0.5, time.monotonic())  # (past the warmup's start)
+        tflops = flops(B, H, S, D, causal) / ms * 1e-9
+        for key, value in (("tflops", tflops), ("mhz", mhz), ("watts", watts), ("samples", n)):
+            row.setdefault(f"{name}_{key}", []).append(value)
+        print(f"D={D:3d} S={S:5d} causal={int(causal)} {name:5s} {tflops:6.1f} TFLOPS  {mhz:6.0f} MHz  "
+              f"{watts:5.0f} W  {tflops / mhz * 1000:6.1f} TFLOPS/GHz  ({n} samples)", flush=True)
+    for name in ("cudnn", "tlx"):
+        row[f"{name}_tflops_per_ghz"] = statistics.median(t / m * 1000 for t, m in
+                                                          zip(row[f"{name}_tflops"], row[f"{name}_mhz"]))
+    row["ratio"] = statistics.median(row["tlx_tflops"]) / statistics.median(row["cudnn_tflops"])
+    row["ratio_per_clock"] = row["tlx_tflops_per_ghz"] / row["cudnn_tflops_per_ghz"]
+    print(f"  ratio {row['ratio']:.3f}, per clock {row['ratio_per_clock']:.3f}", flush=True)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cells", default="64x4096,128x8192", help="DxS pairs, comma-separated")
+    ap.add_argument("--causal", action="store_true", help="causal masks (default: non-causal)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing window per implementation and pass")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    cells = []
+    for cell in args.cells.split(","):
+        try:
+            D, S = (int(x) for x in cell.lower().split("x"))
+        except ValueError:
+            raise SystemExit(f"clock_probe: --cells wants DxS pairs like 64x4096, got {cell!r}") from None
+        cells.append((D, S))
+    sampler = Sampler()
+    try:
+        rows = [probe_cell(D, S, args.causal, args.seconds, sampler) for D, S in cells]
+    finally:
+        sampler.close()
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "date": datetime.date.today().isoformat(), "timer": "do_bench median over a window; nvidia-smi medians"}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
