@@ -174,9 +174,6 @@ SHAPED = {"default": with_default(),
           # consumers whose rows all lie past the end compute nothing (a 192-row tile's last rows at S = 2^k:
           # 3% of the non-causal and 6% of the causal work at 2048-4096 keys, under 2% from 8192)
           "default_dead": with_default(SKIP_DEAD=True),
-          # O's rescale issued between Q K^T and P V (its FMULs under Q K^T's wgmma; FA3's RescaleOBeforeGemm):
-          # the D=128 default's consumers issued both wgmmas only after 64 FMULs (SASS, 24th session)
-          "default_rsq": with_default(RESCALE_UNDER_QK=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": b192_bal_half,
           # ... and with SKIP_DEAD: at 1024 keys two of the last tile's three consumers lie past the end, a
