@@ -174,6 +174,9 @@ SHAPED = {"default": with_default(),
           # consumers whose rows all lie past the end compute nothing (a 192-row tile's last rows at S = 2^k:
           # 3% of the non-causal and 6% of the causal work at 2048-4096 keys, under 2% from 8192)
           "default_dead": with_default(SKIP_DEAD=True),
+          # Q K^T reading Q from registers (loaded once per tile), not shared memory: less shared-memory traffic
+          # per Q K^T, where both kernels run at the card's power limit (clock_probe-run1); D=128 only (spills else)
+          "default_qreg": with_default(Q_IN_REGS=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": b192_bal_half,
           # ... and with SKIP_DEAD: at 1024 keys two of the last tile's three consumers lie past the end, a

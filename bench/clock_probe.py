@@ -6,11 +6,14 @@ different clocks under load: it times each implementation with `do_bench` for a 
 calls, as bench/attention.py does) while `nvidia-smi` samples the SM clock and power, and reports TFLOP/s, the
 median clock and power of the window, and TFLOP/s per GHz.
 
-    PYTHONPATH=. python3 bench/clock_probe.py --cells 64x4096,128x8192 [--seconds 3] [--out FILE]
+    PYTHONPATH=. python3 bench/clock_probe.py --cells 64x4096,128x8192 [--seconds 3] [--variant Q_IN_REGS=1] [--out FILE]
+
+--variant also probes the op's default configuration with those Config fields replaced (`variant` rows).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import statistics
@@ -61,32 +64,43 @@ def flops(B: int, H: int, S: int, D: int, causal: bool) -> float:
     return 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
 
 
-def probe_cell(D: int, S: int, causal: bool, seconds: float, sampler: Sampler) -> dict:
+def probe_cell(D: int, S: int, causal: bool, seconds: float, sampler: Sampler, variant: dict) -> dict:
     H, B = 2048 // D, 16384 // S                               # FA3 sizing, as bench/attention.py
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
-    impls = {"cudnn": lambda: cudnn(q, k, v, causal), "tlx": lambda: attention.attention(q, k, v, causal=causal)}
+    configs = {"tlx": None}
+    if variant:
+        configs["variant"] = dataclasses.replace(attention.default_config(D, S, causal), **variant)
+    impls = {"cudnn": lambda: cudnn(q, k, v, causal)}
+    impls.update({name: (lambda cfg=cfg: attention.attention(q, k, v, causal=causal, config=cfg))
+                  for name, cfg in configs.items()})
     ref = cudnn(q, k, v, causal).float()
-    out = attention.attention(q, k, v, causal=causal, out=torch.full_like(q, float("nan"))).float()
-    err = ((out - ref).norm() / ref.norm()).item()              # (cuDNN as the reference: a sanity check only;
-    if not err <= 1e-2:                                         # bench/attention.py checks against fp32)
-        raise RuntimeError(f"clock_probe: D={D} S={S} causal={causal}: tlx differs from cuDNN by {err:.2e}")
-    row = {"D": D, "S": S, "causal": causal, "rel_err_vs_cudnn": err}
-    for name in ("cudnn", "tlx", "cudnn", "tlx"):                # twice each, alternating
+    row = {"D": D, "S": S, "causal": causal, "variant": variant}
+    for name, cfg in configs.items():
+        out = attention.attention(q, k, v, causal=causal, config=cfg, out=torch.full_like(q, float("nan"))).float()
+        err = ((out - ref).norm() / ref.norm()).item()          # (cuDNN as the reference: a sanity check only;
+        if not err <= 1e-2:                                     # bench/attention.py checks against fp32)
+            raise RuntimeError(f"clock_probe: D={D} S={S} causal={causal}: {name} differs from cuDNN by {err:.2e}")
+        row[f"{name}_rel_err_vs_cudnn"] = err
+    for name in list(impls) * 2:                                # twice each, in turn
         t0 = time.monotonic()
         ms = do_bench(impls[name], warmup=200, rep=int(seconds * 1000))
         mhz, watts, n = sampler.window(t0 + 0.5, time.monotonic())  # (past the warmup's start)
         tflops = flops(B, H, S, D, causal) / ms * 1e-9
         for key, value in (("tflops", tflops), ("mhz", mhz), ("watts", watts), ("samples", n)):
             row.setdefault(f"{name}_{key}", []).append(value)
-        print(f"D={D:3d} S={S:5d} causal={int(causal)} {name:5s} {tflops:6.1f} TFLOPS  {mhz:6.0f} MHz  "
-              f"{watts:5.0f} W  {tflops / mhz * 1000:6.1f} TFLOPS/GHz  ({n} samples)", flush=True)
-    for name in ("cudnn", "tlx"):
+        print(f"D={D:3d} S={S:5d} causal={int(causal)} {name:7s} {tflops:6.1f} TFLOPS  {mhz:6.0f} MHz  "
+              f"{watts:5.0f} W  {tflops / mhz * 1000:6.1f} TFLOPS/GHz  {tflops / watts:5.3f} TFLOP/J  ({n} samples)", flush=True)
+    for name in impls:
         row[f"{name}_tflops_per_ghz"] = statistics.median(t / m * 1000 for t, m in
                                                           zip(row[f"{name}_tflops"], row[f"{name}_mhz"]))
     row["ratio"] = statistics.median(row["tlx_tflops"]) / statistics.median(row["cudnn_tflops"])
     row["ratio_per_clock"] = row["tlx_tflops_per_ghz"] / row["cudnn_tflops_per_ghz"]
-    print(f"  ratio {row['ratio']:.3f}, per clock {row['ratio_per_clock']:.3f}", flush=True)
+    if variant:
+        row["variant_ratio"] = statistics.median(row["variant_tflops"]) / statistics.median(row["cudnn_tflops"])
+        row["variant_ratio_per_clock"] = row["variant_tflops_per_ghz"] / row["cudnn_tflops_per_ghz"]
+    print("  " + ", ".join(f"{name} ratio {row[key]:.3f}, per clock {row[key + '_per_clock']:.3f}"
+                           for name, key in (("tlx", "ratio"), ("variant", "variant_ratio")) if key in row), flush=True)
     return row
 
 
@@ -95,8 +109,16 @@ def main():
     ap.add_argument("--cells", default="64x4096,128x8192", help="DxS pairs, comma-separated")
     ap.add_argument("--causal", action="store_true", help="causal masks (default: non-causal)")
     ap.add_argument("--seconds", type=float, default=3.0, help="timing window per implementation and pass")
+    ap.add_argument("--variant", default="", help="Config fields NAME=INT,... replaced in the default, probed too")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    variant = {}
+    defaults = {f.name: f.default for f in dataclasses.fields(attention.Config)}
+    for field in filter(None, args.variant.split(",")):
+        name, _, value = field.partition("=")
+        if name not in defaults or not value.lstrip("-").isdigit():
+            raise SystemExit(f"clock_probe: --variant wants Config fields as NAME=INT, got {field!r}")
+        variant[name] = bool(int(value)) if isinstance(defaults[name], bool) else int(value)
     cells = []
     for cell in args.cells.split(","):
         try:
@@ -106,7 +128,7 @@ def main():
         cells.append((D, S))
     sampler = Sampler()
     try:
-        rows = [probe_cell(D, S, args.causal, args.seconds, sampler) for D, S in cells]
+        rows = [probe_cell(D, S, args.causal, args.seconds, sampler, variant) for D, S in cells]
     finally:
         sampler.close()
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,

@@ -192,7 +192,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                      h, sm_scale, softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                      STAGES: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr,
                      PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
+                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
+                     Q_IN_REGS: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -208,16 +209,20 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
     the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
     the new row sums (to `pin`, never read) just before the wait keeps it after them.
     P_EARLY: P is converted to 16 bits before that wait (see attention_block).
+    Q_IN_REGS: Q is loaded into registers once (in wgmma's A-operand layout) and every Q K^T reads it from
+    there, not from shared memory (less shared-memory traffic per Q K^T: an energy saving, where both this
+    kernel and cuDNN's run at the card's power limit).
     LAZY_RESCALE (blocks after a), POLY_EXP2, RELEASE_K_EARLY: see attention_block. With RELEASE_K_EARLY
     the loop holds V of block j-1 and K of block j: with two stages the producer refills K j+1 during
     block j instead of after P V j-1 (FlashAttention-3's separate K and V pipelines)."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
+        q_op = tlx.local_load(q_buf, "wgmma_a") if Q_IN_REGS else q_buf
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
         wait_turn(cid, PINGPONG)
-        qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+        qk = tlx.async_dot(q_op, tlx.local_trans(k_bufs[s]))
         pass_turn(cid, CONSUMERS, PINGPONG)
         qk = tlx.async_dot_wait(0, qk)
         if RELEASE_K_EARLY:
@@ -246,7 +251,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                 acc = acc * alpha[:, None]                # to block j-1's row max
             tlx.barrier_wait(v_full[sp], pp)
             wait_turn(cid, PINGPONG)
-            qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
+            qk = tlx.async_dot(q_op, tlx.local_trans(k_bufs[s]))
             acc = tlx.async_dot(p16, v_bufs[sp], acc)
             pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
@@ -571,7 +576,8 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
                    SCORE_MOD: tl.constexpr, MASK_MOD: tl.constexpr, VARLEN: tl.constexpr, ACTIVATION: tl.constexpr,
                    PIPELINE: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr,
-                   LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr, live, SKIP_DEAD: tl.constexpr):
+                   LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr, live, SKIP_DEAD: tl.constexpr,
+                   Q_IN_REGS: tl.constexpr):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
     skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
@@ -635,7 +641,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                         RELEASE_K_EARLY, LEAN_SYNC)
+                                         RELEASE_K_EARLY, LEAN_SYNC, Q_IN_REGS)
     else:
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
@@ -897,7 +903,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
                  RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                 HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr):
+                 HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr, Q_IN_REGS: tl.constexpr):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -919,7 +925,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
                                    P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC,
-                                   HALF_DIAGONAL, r0 < q_len, SKIP_DEAD)
+                                   HALF_DIAGONAL, r0 < q_len, SKIP_DEAD, Q_IN_REGS)
     stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
     if ACTIVATION == "softmax":
         out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
@@ -954,7 +960,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
                          BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                         HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr):
+                         HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr, Q_IN_REGS: tl.constexpr):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -1071,7 +1077,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
                                         P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD)
+                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD, Q_IN_REGS)
                     k += 1
                     m0, b, h = next_tile(k, cid, q_full, tile_ids, CONSUMERS, Q_BUFS)
             else:            # (inline, not produce_tile: the static and BALANCED defaults' SASS as timed)
@@ -1087,7 +1093,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
                                         P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD)
+                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD, Q_IN_REGS)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
 
@@ -1133,6 +1139,8 @@ class Config:
     #                               (barrier_arrive's warpgroup_sync=False: only retired wgmmas read K, V and Q)
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
+    Q_IN_REGS: bool = False       # PIPELINE: Q K^T reads Q from registers, loaded once per tile, not from shared
+    #                               memory (pipelined_blocks; D=64's three consumers and D=256 spill with it)
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
     #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
     #                               it lost 1-5% non-causal and won 0-2% causal (default_config)
@@ -1641,7 +1649,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 SKIP_BLOCKS=cfg.SKIP_MASKED and skip_blocks_possible(cfg, left, right, features.mask_mod),
                 TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, PREFETCH=cfg.PREFETCH,
                 LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None,
-                SKIP_DEAD=cfg.SKIP_DEAD and (shape.varlen or shape.S_q % cfg.BM != 0))
+                SKIP_DEAD=cfg.SKIP_DEAD and (shape.varlen or shape.S_q % cfg.BM != 0),
+                Q_IN_REGS=cfg.Q_IN_REGS and pipeline)
     return args, grid, meta, cfg
 
 
