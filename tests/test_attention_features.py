@@ -544,3 +544,16 @@ def test_p_early_shortens_the_exp_to_pv_path(D):
     """P_EARLY converts P to 16 bits before the V wait; ptxas otherwise leaves every conversion
     between the last exp and the P V issue."""
     assert _exp_to_pv_path(attention.Config(P_EARLY=True), D) < _exp_to_pv_path(attention.Config(), D)
+
+
+@pytest.mark.parametrize("S,causal", [(4096, False), (16384, True)], ids=["persistent", "grid-causal"])
+def test_q_in_regs_takes_q_from_registers(S, causal):
+    """Q_IN_REGS (the plain D=128 defaults): every wgmma of the pipelined loop, Q K^T included, takes its A
+    operand from registers, with no spills; without it Q K^T reads Q from shared memory (descriptor A)."""
+    from dataclasses import replace
+    cfg = attention.default_config(128, S, causal)
+    assert cfg.Q_IN_REGS
+    hgmma = [t for t in _attention_sass(cfg, 128) if t.startswith("HGMMA")]
+    assert hgmma and not any("gdesc" in t.split(",")[1] for t in hgmma)
+    assert any("gdesc" in t.split(",")[1] for t in _attention_sass(replace(cfg, Q_IN_REGS=False), 128)
+               if t.startswith("HGMMA"))

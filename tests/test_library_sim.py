@@ -613,6 +613,21 @@ def test_attention_poly_exp2(D, causal, cfg):
     assert rel_err(lse, ref_lse) <= 1e-4
 
 
+@pytest.mark.parametrize("causal,cfg", [
+    (False, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
+                             RELEASE_K_EARLY=True, Q_IN_REGS=True)),
+    (True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, Q_IN_REGS=True))],
+    ids=["persistent", "grid-pingpong-causal"])
+def test_attention_q_in_registers(causal, cfg):
+    """Q_IN_REGS (D=128's default): Q loaded once into registers for the pipelined loop's Q K^T."""
+    q, k, v = (torch.randn(1, 2, 512, 128, dtype=torch.float16) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True)
+    ref, ref_lse = reference(q, k, v, causal=causal)
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+
+
 def test_cached_launches_hold_their_own_buffers():
     """A GPU prepared launch keeps addresses only, so the op wrappers' cached launches must keep the buffers
     that they allocate themselves alive (a freed one would be reused while the cached launch writes it): the

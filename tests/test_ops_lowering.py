@@ -90,6 +90,49 @@ def test_register_operand_wgmma_and_tl_dot():
 
 
 @tlx.jit
+def _operand_kept_in_registers(x_ptr, out_ptr, N_DOTS: tl.constexpr, LAYOUT: tl.constexpr):
+    a_buf = tlx.local_alloc((64, 64), tl.float16, 1)
+    b = tlx.local_alloc((64, 64), tl.float16, 1)
+    offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    tlx.local_store(a_buf[0], tl.load(x_ptr + offs))
+    tlx.local_store(b[0], tl.load(x_ptr + 4096 + offs))
+    tlx.fence_async_shared()
+    a = tlx.local_load(a_buf[0], layout=LAYOUT)
+    acc = tl.zeros((64, 64), tl.float32)
+    for _ in range(N_DOTS):                     # A read from registers by every dot
+        acc = tlx.async_dot(a, b[0], acc)
+        acc = tlx.async_dot_wait(0, acc)
+    tl.store(out_ptr + offs, acc)
+
+
+def test_local_load_into_the_wgmma_a_layout():
+    """layout="wgmma_a" loads A straight into wgmma's operand registers: the default (blocked) load needs a
+    shared-memory round trip (a conversion's scratch) that this one does not; the result is the same."""
+    x = torch.randn(8192, dtype=torch.float16)
+    builds = {layout: tlx.compile(_operand_kept_in_registers, x, torch.empty(4096), N_DOTS=3, LAYOUT=layout)
+              for layout in (None, "wgmma_a")}
+    assert builds["wgmma_a"].stats["wgmma"] > 0 and builds["wgmma_a"].stats["spills"] == 0
+    count = {layout: {op: len(re.findall(op, b.asm["ptx"])) for op in (r"st\.shared", r"bar\.sync", "ldmatrix")}
+             for layout, b in builds.items()}
+    assert count["wgmma_a"]["ldmatrix"] > 0
+    assert count["wgmma_a"][r"st\.shared"] < count[None][r"st\.shared"]    # no scratch round trip ...
+    assert count["wgmma_a"][r"bar\.sync"] < count[None][r"bar\.sync"]      # ... and no barriers around it
+    out = torch.full((4096,), float("nan"))
+    _operand_kept_in_registers[(1,)](x, out, N_DOTS=3, LAYOUT="wgmma_a", backend="sim")
+    ref = 3 * x[:4096].double().view(64, 64) @ x[4096:].double().view(64, 64)
+    assert ((out.view(64, 64).double() - ref).norm() / ref.norm()).item() < 1e-3
+
+
+@pytest.mark.parametrize("layout,match", [
+    ("blocked", r"tlx.local_load: 'layout' must be None \(the compiler's choice\) or \"wgmma_a\", got 'blocked'"),
+])
+def test_local_load_refuses_unknown_layouts(layout, match):
+    with pytest.raises(tlx.TlxCompileError, match=match):
+        tlx.compile(_operand_kept_in_registers, torch.empty(8192, dtype=torch.float16), torch.empty(4096),
+                    N_DOTS=1, LAYOUT=layout)
+
+
+@tlx.jit
 def _dot_in_flight_across_iterations(a_desc, out_ptr, K, BK: tl.constexpr):
     a = tlx.local_alloc((64, BK), tl.float16, 2)
     b = tlx.local_alloc((BK, 64), tl.float16, 1)

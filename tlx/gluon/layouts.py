@@ -76,6 +76,13 @@ def _shared_for(shape: tuple, dtype) -> gl.SharedLayout:
     return gl.SwizzledSharedLayout(1, 1, 1, list(reversed(range(len(shape)))))
 
 
+def wgmma_a_operand(shape, dtype, num_warps: int) -> gl.DotOperandLayout:
+    """Registers of a wgmma A operand [M, K] (`local_load(buf, layout="wgmma_a")`). The parent accumulator's
+    N is not known at the load; A's register layout does not depend on it, so async_dot's conversion to its
+    own parent moves no data."""
+    return gl.DotOperandLayout(0, wgmma_layout((shape[0], 64), num_warps), k_width(dtype))
+
+
 def k_width(dtype) -> int:
     """DotOperandLayout k_width for a register A operand of wgmma / mma_v2."""
     return max(32 // dtype.primitive_bitwidth, 1)

@@ -22,9 +22,8 @@ def _local_view(ctx, buf, index):
 
 @gluon_rule("local_load")
 def _local_load(ctx, buf, layout=None):
-    if layout == "wgmma_a":
-        parent = layouts.wgmma_layout((buf.shape[0], 128), ctx.num_warps)
-        layout = gl.DotOperandLayout(0, parent, layouts.k_width(buf.dtype))
+    if layout == "wgmma_a":                  # an operand kept in registers across many async_dots
+        layout = layouts.wgmma_a_operand(buf.shape, buf.dtype, ctx.num_warps)
     layout = layout or layouts.blocked_for(buf.shape, ctx.num_warps)
     return ctx.semantic.shared_load(buf, layout)
 

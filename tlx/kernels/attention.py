@@ -210,15 +210,15 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
     the new row sums (to `pin`, never read) just before the wait keeps it after them.
     P_EARLY: P is converted to 16 bits before that wait (see attention_block).
     Q_IN_REGS: Q is loaded into registers once (in wgmma's A-operand layout) and every Q K^T reads it from
-    there, not from shared memory (less shared-memory traffic per Q K^T: an energy saving, where both this
-    kernel and cuDNN's run at the card's power limit).
+    there, not from shared memory: a third less shared-memory operand traffic per Q K^T at D=128, and
+    energy is what bounds the clock here (this kernel and cuDNN's both run at the card's 700 W limit).
     LAZY_RESCALE (blocks after a), POLY_EXP2, RELEASE_K_EARLY: see attention_block. With RELEASE_K_EARLY
     the loop holds V of block j-1 and K of block j: with two stages the producer refills K j+1 during
     block j instead of after P V j-1 (FlashAttention-3's separate K and V pipelines)."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
-        q_op = tlx.local_load(q_buf, "wgmma_a") if Q_IN_REGS else q_buf
+        q_op = tlx.local_load(q_buf, layout="wgmma_a") if Q_IN_REGS else q_buf
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
         wait_turn(cid, PINGPONG)
@@ -1140,7 +1140,8 @@ class Config:
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
     Q_IN_REGS: bool = False       # PIPELINE: Q K^T reads Q from registers, loaded once per tile, not from shared
-    #                               memory (pipelined_blocks; D=64's three consumers and D=256 spill with it)
+    #                               memory (pipelined_blocks); D=128 default (+0.4% to +2.1% in 8 of 9 cells on an
+    #                               H100); D=64's three consumers and D=256 spill with it
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
     #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
     #                               it lost 1-5% non-causal and won 0-2% causal (default_config)
@@ -1195,7 +1196,13 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       2-11% with windows and softcap (run 6); plain non-causal adds PINGPONG (+0.3-4%, run 6). Plain fixed
       lengths (causal up to 4096 keys) run persistent with two stages, RELEASE_K_EARLY and O_BUFFER
       (the shared memory two stages leave holds two Q buffers and the output's): +4-9% at 1024-4096
-      keys over the previous defaults, equal from 8192 (sweep run 9).
+      keys over the previous defaults, equal from 8192 (sweep run 9). Plain D=128 adds Q_IN_REGS (Q K^T
+      reads Q from registers): where both kernels hold the card's 700 W limit, less shared-memory traffic
+      is a higher clock. Timed on an H100 with `bench/clock_probe.py` (two 2.5-3 s windows per kernel, in
+      turn): +0.5 / +0.6 / +0.7 / +0.35 / +0.9% non-causal at 1024-16384 keys, +1.6 / +2.1 / -0.2% causal
+      at 2048-8192, TFLOP/J up by the same (2026-12-07 clock_probe-run2..4); sweep run 11 (three rounds)
+      -1.1% to +3.1% except non-causal 16384 (-7%, where that run's default read 659 TFLOPS against
+      629-646 in every other run).
     - D=64 non-causal from 2048 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking
       turns, PIPELINE, persistent with two stages and RELEASE_K_EARLY (1.11-1.15x cuDNN, +4-7% over the
       grid kernel, sweep run 9). Causal from 8192 keys: the same tile with three stages (1.06-1.12x on a
@@ -1229,9 +1236,10 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
     if D == 128:
         if plain and fixed and (not causal or S <= 4096):
             return Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
-                          BALANCED=balanced)
+                          BALANCED=balanced, Q_IN_REGS=True)
         balanced = balanced and S <= 8192
-        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal, PERSISTENT=balanced, BALANCED=balanced)
+        return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal, PERSISTENT=balanced, BALANCED=balanced,
+                      Q_IN_REGS=plain)
     if plain and fixed and not causal and S >= 2048:
         return Config(BM=192, STAGES=2, PIPELINE=True, PINGPONG=True, PERSISTENT=True, RELEASE_K_EARLY=True)
     if plain and fixed and (S >= 8192 or (causal and S >= 2048)):

@@ -37,8 +37,17 @@ def local_view(v, buf, index):
 
 @tlx_op
 def local_load(v, buf, layout=None):
-    """Load one buffer from shared memory into registers."""
+    """Load one buffer from shared memory into registers. The compiler picks the register layout;
+    layout="wgmma_a" asks for a wgmma A operand's (a [M, K] tile, M a multiple of 64, read by many
+    async_dots, such as attention's Q: loaded once, it is not read from shared memory again)."""
     check_buffer(v, "local_load", "buf", buf)
+    check(layout in (None, "wgmma_a"),
+          lambda: expected("local_load", "layout", 'None (the compiler\'s choice) or "wgmma_a"', repr(layout)))
+    if layout == "wgmma_a":
+        shape = tuple(v.shape(buf))
+        check(len(shape) == 2 and shape[0] % 64 == 0,
+              lambda: expected("local_load", "buf", 'a 2-D [M, K] buffer with M a multiple of 64 for layout="wgmma_a"',
+                               f"shape {shape}"))
 
 
 @tlx_op
