@@ -1140,8 +1140,8 @@ class Config:
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
     Q_IN_REGS: bool = False       # PIPELINE: Q K^T reads Q from registers, loaded once per tile, not from shared
-    #                               memory (pipelined_blocks); D=128 default (+0.4% to +2.1% in 8 of 9 cells on an
-    #                               H100); D=64's three consumers and D=256 spill with it
+    #                               memory (pipelined_blocks); D=128 default (+0.35% to +2.1% in 7 of 8 cells,
+    #                               -0.2% in one, on an H100); D=64's three consumers and D=256 spill with it
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
     #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
     #                               it lost 1-5% non-causal and won 0-2% causal (default_config)
