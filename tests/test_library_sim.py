@@ -628,6 +628,14 @@ def test_attention_q_in_registers(causal, cfg):
     assert rel_err(lse, ref_lse) <= 1e-4
 
 
+@pytest.mark.parametrize("D,cfg", [(256, attention.Config(BN=64, PIPELINE=True, Q_IN_REGS=True)),
+                                   (64, attention.Config(BM=192, STAGES=3, PIPELINE=True, Q_IN_REGS=True))])
+def test_attention_q_in_registers_refused_where_it_spills(D, cfg):
+    q, k, v = (torch.randn(1, 2, 256, D, dtype=torch.float16) for _ in range(3))
+    with pytest.raises(attention.ConfigRejected, match=f"Q_IN_REGS .* spills at head dim {D} with BM={cfg.BM}"):
+        attention.attention(q, k, v, config=cfg, backend="sim")
+
+
 def test_cached_launches_hold_their_own_buffers():
     """A GPU prepared launch keeps addresses only, so the op wrappers' cached launches must keep the buffers
     that they allocate themselves alive (a freed one would be reused while the cached launch writes it): the

@@ -1608,6 +1608,9 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     if cfg.BM == 192 and D > 64:
         raise ConfigRejected(f"attention.Config: BM=192 (three consumers at 160 registers each) needs head dim 64, "
                              f"got {D}")
+    if cfg.Q_IN_REGS and (D > 128 or cfg.BM == 192):
+        raise ConfigRejected(f"attention.Config: Q_IN_REGS (Q held in registers for Q K^T) spills at head dim {D} with "
+                             f"BM={cfg.BM}; it is for two-consumer tiles up to head dim 128")
     if cfg.BN == WIDE_BN:
         check_wide(cfg, shape, features, q.element_size())
     elif not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
