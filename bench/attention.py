@@ -177,11 +177,16 @@ def main():
     ap.add_argument("--graph", action="store_true",
                     help="also time the op's default and cuDNN as CUDA graph replays (kernel against kernel, no host "
                          "launch cost; do_bench_cudagraph median): columns *_graph_tflops and graph_ratio_cudnn")
+    ap.add_argument("--rep", type=int, default=100,
+                    help="milliseconds of timed calls per measurement (do_bench's rep; its default 100). Both kernels "
+                         "run at the card's power limit, where longer windows read steadier (bench/clock_probe.py)")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help="tlx columns to time, comma-separated (the op's default, 'tlx', always runs)")
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit(f"--rounds must be at least 1, got {args.rounds}")
+    if args.rep < 10:
+        raise SystemExit(f"--rep must be at least 10 ms, got {args.rep}")
     dtype = getattr(torch, args.dtype)
     wanted = {"tlx", *args.variants.split(",")}
     if wanted - set(VARIANTS):
@@ -191,7 +196,7 @@ def main():
     rows = []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
             "date": datetime.date.today().isoformat(), "dtype": args.dtype, "timer": "do_bench median",
-            "rounds": args.rounds}
+            "rounds": args.rounds, "rep_ms": args.rep}
 
     def save():                                                   # after every row: a part killed at its
         for key in ("ratio_cudnn", "graph_ratio_cudnn"):              # time limit keeps what it timed
@@ -226,9 +231,10 @@ def main():
                 for name in rotated(timed, rounds=args.rounds, first=len(rows), spread=True):
                     fn = impls[name]
                     try:
-                        eager[name].append(do_bench(lambda: fn(q, k, v, causal), return_mode="median"))
+                        eager[name].append(do_bench(lambda: fn(q, k, v, causal), rep=args.rep, return_mode="median"))
                         if name in graph:
-                            graph[name].append(do_bench_cudagraph(lambda: fn(q, k, v, causal), return_mode="median"))
+                            graph[name].append(do_bench_cudagraph(lambda: fn(q, k, v, causal), rep=args.rep,
+                                                                  return_mode="median"))
                     except Exception as e:   # recorded, never hidden
                         row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:200]
                 for name, times in eager.items():

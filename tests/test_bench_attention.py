@@ -32,8 +32,9 @@ def fake_gpu(monkeypatch):
             return out.copy_(result) if out is not None else result
         return run
 
-    def timer(fn, return_mode):
+    def timer(fn, return_mode, rep=100):
         assert return_mode == "median"
+        log.setdefault("reps", set()).add(rep)
         fn()
         name = log["last"]
         log["timed"].append(name)
@@ -82,6 +83,13 @@ def test_graph_columns(fake_gpu, monkeypatch, tmp_path):
     assert all("tlx_graph_tflops" in r and "cudnn_graph_tflops" in r and "graph_ratio_cudnn" in r
                for r in result["rows"])
     assert "geomean_graph_ratio_cudnn" in result["meta"] and "tlx_tflops_rounds" not in result["rows"][0]
+
+
+def test_rep_reaches_both_timers(fake_gpu, monkeypatch, tmp_path):
+    result = _run(monkeypatch, tmp_path, "--graph", "--rep", "500")
+    assert fake_gpu["reps"] == {500} and result["meta"]["rep_ms"] == 500
+    with pytest.raises(SystemExit, match="--rep must be at least 10 ms"):
+        _run(monkeypatch, tmp_path, "--rep", "5")
 
 
 def test_rounds_must_be_positive(fake_gpu, monkeypatch, tmp_path):
