@@ -175,7 +175,9 @@ SHAPED = {"default": with_default(),
           # 3% of the non-causal and 6% of the causal work at 2048-4096 keys, under 2% from 8192)
           "default_dead": with_default(SKIP_DEAD=True),
           # Q K^T reading Q from registers (loaded once per tile), not shared memory: less shared-memory traffic
-          # per Q K^T, where both kernels run at the card's power limit (clock_probe-run1); D=128 only (spills else)
+          # per Q K^T, where both kernels run at the card's power limit (clock_probe-run1); the D=128 default
+          # since sweep run 11, so a candidate for D=64's two-consumer tiles (refused with three consumers and at
+          # D=256, which spill with it)
           "default_qreg": with_default(Q_IN_REGS=True),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": b192_bal_half,

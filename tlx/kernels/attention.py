@@ -192,8 +192,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                      h, sm_scale, softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                      STAGES: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr,
                      PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                     Q_IN_REGS: tl.constexpr):
+                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -209,20 +208,17 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
     the exps, so they did not overlap P V after all (SASS; docs/design.md). A shared-memory store of
     the new row sums (to `pin`, never read) just before the wait keeps it after them.
     P_EARLY: P is converted to 16 bits before that wait (see attention_block).
-    Q_IN_REGS: Q is loaded into registers once (in wgmma's A-operand layout) and every Q K^T reads it from
-    there, not from shared memory: a third less shared-memory operand traffic per Q K^T at D=128, and
-    energy is what bounds the clock here (this kernel and cuDNN's both run at the card's 700 W limit).
+    q_buf: Q's shared-memory buffer, or Q in registers (consume_blocks' Q_IN_REGS).
     LAZY_RESCALE (blocks after a), POLY_EXP2, RELEASE_K_EARLY: see attention_block. With RELEASE_K_EARLY
     the loop holds V of block j-1 and K of block j: with two stages the producer refills K j+1 during
     block j instead of after P V j-1 (FlashAttention-3's separate K and V pipelines)."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
-        q_op = tlx.local_load(q_buf, layout="wgmma_a") if Q_IN_REGS else q_buf
         s, p = tlx.warp_spec.get_bufidx_phase(a - lo, STAGES)
         tlx.barrier_wait(k_full[s], p)
         wait_turn(cid, PINGPONG)
-        qk = tlx.async_dot(q_op, tlx.local_trans(k_bufs[s]))
+        qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
         pass_turn(cid, CONSUMERS, PINGPONG)
         qk = tlx.async_dot_wait(0, qk)
         if RELEASE_K_EARLY:
@@ -251,7 +247,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                 acc = acc * alpha[:, None]                # to block j-1's row max
             tlx.barrier_wait(v_full[sp], pp)
             wait_turn(cid, PINGPONG)
-            qk = tlx.async_dot(q_op, tlx.local_trans(k_bufs[s]))
+            qk = tlx.async_dot(q_buf, tlx.local_trans(k_bufs[s]))
             acc = tlx.async_dot(p16, v_bufs[sp], acc)
             pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
@@ -594,7 +590,10 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
     0 at run time, or a literal 0 with one Q buffer), so no compiler can prove the loops read the same
     buffer. With two Q buffers (a runtime slot) ptxas 12.8 otherwise set Q's wgmma descriptor in one
     loop's preheader and read it in the next: a zero-trip first loop left the previous tile's Q
-    (wrong causal results on the H200; `wgmma_desc_unset` in the compile report finds it)."""
+    (wrong causal results on the H200; `wgmma_desc_unset` in the compile report finds it).
+    Q_IN_REGS: Q is loaded once into wgmma's A-operand registers and every loop's Q K^T reads it there, not
+    from shared memory: a third less shared-memory operand traffic per Q K^T at D=128, and energy is what
+    bounds the clock (this kernel and cuDNN's both run at the card's 700 W limit, bench/clock_probe.py)."""
     if ACTIVATION == "softmax":                                      # running row max and sum
         m_i = tl.full((ROWS,), float("-inf"), tl.float32)
         l_i = tl.zeros((ROWS,), tl.float32)
@@ -617,8 +616,11 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
         skip_blocks(lo, lo_c, ring_lo, k_full, v_full, k_empty, kv_empty, cid, CONSUMERS, STAGES, PINGPONG,
                     RELEASE_K_EARLY)
     q_buf = q_bufs[q_slot]
+    if Q_IN_REGS:
+        q_buf = tlx.local_load(q_buf, layout="wgmma_a")
     if BOUND_L or MASK_MOD is not None:
-        m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_bufs[q_slot + opaque_zero], k_bufs, v_bufs, k_full, v_full,
+        q_edge = q_buf if Q_IN_REGS else q_bufs[q_slot + opaque_zero]
+        m_i, l_i, acc = block_loop(lo_c, a, ring_lo, q_edge, k_bufs, v_bufs, k_full, v_full,
                                    k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r,
                                    cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD,
                                    MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY,
@@ -641,7 +643,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                         RELEASE_K_EARLY, LEAN_SYNC, Q_IN_REGS)
+                                         RELEASE_K_EARLY, LEAN_SYNC)
     else:
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
@@ -657,13 +659,15 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
             if VARLEN:
                 last_key = tl.minimum(last_key, kv_len - 1)
             z_full = hi_c - ((hi_c > z) & (last_key < (hi_c - 1) * BN + BN // 2)).to(tl.int32)
-        m_i, l_i, acc = block_loop(z, z_full, ring_lo, q_bufs[q_slot + 2 * opaque_zero], k_bufs, v_bufs, k_full,
+        q_edge = q_buf if Q_IN_REGS else q_bufs[q_slot + 2 * opaque_zero]
+        m_i, l_i, acc = block_loop(z, z_full, ring_lo, q_edge, k_bufs, v_bufs, k_full,
                                    v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
                                    win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R, SOFTCAP,
                                    SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE, POLY_EXP2,
                                    RELEASE_K_EARLY, LEAN_SYNC, BN)
         if HALF:                                                     # zero or one block (a loop reconciles the
-            m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_bufs[q_slot + 3 * opaque_zero], k_bufs, v_bufs, k_full,
+            q_edge = q_buf if Q_IN_REGS else q_bufs[q_slot + 3 * opaque_zero]
+            m_i, l_i, acc = block_loop(z_full, hi_c, ring_lo, q_edge, k_bufs, v_bufs, k_full,
                                        v_full, k_empty, kv_empty, m_i, l_i, acc, r0, b, h, kv_len, sm_scale, softcap,
                                        win_l, win_r, cid, CONSUMERS, BN, STAGES, True, PINGPONG, BOUND_L, BOUND_R,
                                        SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, P_EARLY, LAZY_RESCALE,
@@ -1139,8 +1143,8 @@ class Config:
     #                               (barrier_arrive's warpgroup_sync=False: only retired wgmmas read K, V and Q)
     HALF_DIAGONAL: bool = False   # causal or right window: a consumer whose rows attend only the first half of its
     #                               last block runs Q K^T and P V there over BN // 2 keys (consume_blocks)
-    Q_IN_REGS: bool = False       # PIPELINE: Q K^T reads Q from registers, loaded once per tile, not from shared
-    #                               memory (pipelined_blocks); D=128 default (+0.35% to +2.1% in 7 of 8 cells,
+    Q_IN_REGS: bool = False       # Q K^T reads Q from registers, loaded once per tile, not from shared memory
+    #                               (consume_blocks); D=128 default (+0.35% to +2.1% in 7 of 8 cells,
     #                               -0.2% in one, on an H100); D=64's three consumers and D=256 spill with it
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
     #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
@@ -1202,7 +1206,8 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       turn): +0.5 / +0.6 / +0.7 / +0.35 / +0.9% non-causal at 1024-16384 keys, +1.6 / +2.1 / -0.2% causal
       at 2048-8192, TFLOP/J up by the same (2026-12-07 clock_probe-run2..4); sweep run 11 (three rounds)
       -1.1% to +3.1% except non-causal 16384 (-7%, where that run's default read 659 TFLOPS against
-      629-646 in every other run).
+      629-646 in every other run). Those runs held Q in registers in the pipelined loop only; the masked
+      edge loops (the causal diagonal) read it there too since, not yet timed.
     - D=64 non-causal from 2048 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking
       turns, PIPELINE, persistent with two stages and RELEASE_K_EARLY (1.11-1.15x cuDNN, +4-7% over the
       grid kernel, sweep run 9). Causal from 8192 keys: the same tile with three stages (1.06-1.12x on a
@@ -1661,7 +1666,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 TRACE=trace is not None, DYNAMIC=cfg.DYNAMIC, BALANCED=cfg.BALANCED, PREFETCH=cfg.PREFETCH,
                 LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None,
                 SKIP_DEAD=cfg.SKIP_DEAD and (shape.varlen or shape.S_q % cfg.BM != 0),
-                Q_IN_REGS=cfg.Q_IN_REGS and pipeline)
+                Q_IN_REGS=cfg.Q_IN_REGS)
     return args, grid, meta, cfg
 
 
