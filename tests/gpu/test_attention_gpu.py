@@ -426,3 +426,25 @@ def test_skip_dead_consumers_gpu(D, S, causal, base):
         _, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, return_lse=True)
         torch.cuda.synchronize()
         check_gpu(out, lse, *ref)
+
+
+@pytest.mark.parametrize("D,S,causal,layout,cfg", [
+    (128, 2048, True, "bhsd", None),                   # the default: persistent, BALANCED, causal diagonals
+    (128, 1024, False, "bshd", None),                  # the default through the [B, S, H, D] views
+    (128, 1536, True, "bhsd", attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, Q_IN_REGS=True)),
+    (64, 1024, True, "bhsd", attention.Config(PERSISTENT=True, BALANCED=True, DYNAMIC=True, HALF_DIAGONAL=True,
+                                              O_BUFFER=True, P_EARLY=True, Q_IN_REGS=True)),
+    (64, 1024, False, "bhsd", attention.Config(BN=256, PERSISTENT=True, O_BUFFER=True, Q_IN_REGS=True))],
+    ids=["d128-default-causal", "d128-default-bshd", "d128-grid-pingpong-causal", "d64-causal-half", "d64-bn256"])
+def test_q_in_registers_gpu(D, S, causal, layout, cfg):
+    """Q_IN_REGS (Q K^T's Q from registers, the plain D=128 default): masked diagonal and edge loops, the
+    bshd views, the grid kernel, and D=64's two-consumer tiles: poisoned output and LSE against fp32."""
+    assert cfg is not None or attention.default_config(D, S, causal).Q_IN_REGS
+    q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ref = reference(q, k, v, causal=causal, dtype=torch.float32)
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    out, lse = run_gpu(q, k, v, config=cfg, causal=causal, layout=layout)
+    if layout == "bshd":
+        out = out.transpose(1, 2)
+    check_gpu(out, lse, *ref)
