@@ -25,6 +25,20 @@ from bench.order import rotated
 from tlx.kernels import attention
 
 
+REFERENCE_MAX_KEYS = 4096      # the fp32 reference's S x S scores outgrow memory beyond
+
+
+def fa3_inputs(D: int, S: int, dtype):
+    """FA3 sizing (B*S = 16384, H*D = 2048): B, H and random normal q, k, v [B, H, S, D] on the GPU."""
+    B, H = 16384 // S, 2048 // D
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype) for _ in range(3))
+    return B, H, q, k, v
+
+
+def fp32_reference(q, k, v, causal):
+    return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+
+
 def sdpa(backend):
     def run(q, k, v, causal):
         with sdpa_kernel(backend):
@@ -208,10 +222,8 @@ def main():
     for D in map(int, args.dims.split(",")):
         for S in (1024, 2048, 4096, 8192, 16384):
             for causal in (False, True):
-                B, H = 16384 // S, 2048 // D
-                q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype) for _ in range(3))
-                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) \
-                    if S <= 4096 else None
+                B, H, q, k, v = fa3_inputs(D, S, dtype)
+                ref = fp32_reference(q, k, v, causal) if S <= REFERENCE_MAX_KEYS else None
                 row = {"D": D, "S": S, "B": B, "H": H, "causal": causal}
                 timed = []                                     # the implementations whose checked run worked
                 for name in impls:

@@ -24,12 +24,11 @@ import threading
 import time
 
 import torch
-import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend
 from triton.testing import do_bench
 
-from bench.attention import sdpa
+from bench.attention import REFERENCE_MAX_KEYS, fa3_inputs, fp32_reference, sdpa
 from tlx.kernels import attention
 
 
@@ -64,8 +63,7 @@ class Sampler:
 
 
 def probe_cell(D: int, S: int, causal: bool, seconds: float, sampler: Sampler, variant: dict) -> dict:
-    H, B = 2048 // D, 16384 // S                               # FA3 sizing, as bench/attention.py
-    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    B, H, q, k, v = fa3_inputs(D, S, torch.bfloat16)
     cudnn = sdpa(SDPBackend.CUDNN_ATTENTION)
     configs = {"tlx": None}
     if variant:
@@ -73,10 +71,9 @@ def probe_cell(D: int, S: int, causal: bool, seconds: float, sampler: Sampler, v
     impls = {"cudnn": lambda: cudnn(q, k, v, causal)}
     impls.update({name: (lambda cfg=cfg: attention.attention(q, k, v, causal=causal, config=cfg))
                   for name, cfg in configs.items()})
-    # fp32 up to 4096 keys (as bench/attention.py; its S x S scores outgrow memory beyond), cuDNN's output above
-    reference = "fp32" if S <= 4096 else "cudnn"
-    ref = (F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal) if S <= 4096
-           else cudnn(q, k, v, causal).float())
+    # fp32 as bench/attention.py checks (up to REFERENCE_MAX_KEYS), cuDNN's output above
+    reference = "fp32" if S <= REFERENCE_MAX_KEYS else "cudnn"
+    ref = fp32_reference(q, k, v, causal) if S <= REFERENCE_MAX_KEYS else cudnn(q, k, v, causal).float()
     row = {"D": D, "S": S, "causal": causal, "variant": variant, "reference": reference}
     for name, cfg in configs.items():
         out = attention.attention(q, k, v, causal=causal, config=cfg, out=torch.full_like(q, float("nan"))).float()
@@ -94,7 +91,8 @@ def probe_cell(D: int, S: int, causal: bool, seconds: float, sampler: Sampler, v
         for key, value in (("tflops", tflops), ("mhz", mhz), ("watts", watts), ("samples", n)):
             row.setdefault(f"{name}_{key}", []).append(value)
         print(f"D={D:3d} S={S:5d} causal={int(causal)} {name:7s} {tflops:6.1f} TFLOPS  {mhz:6.0f} MHz  "
-              f"{watts:5.0f} W  {tflops / mhz * 1000:6.1f} TFLOPS/GHz  {tflops / watts:5.3f} TFLOP/J  ({n} samples)", flush=True)
+              f"{watts:5.0f} W  {tflops / mhz * 1000:6.1f} TFLOPS/GHz  {tflops / watts:5.3f} TFLOP/J  ({n} samples)",
+              flush=True)
     for name in impls:
         row[f"{name}_tflops_per_ghz"] = statistics.median(t / m * 1000 for t, m in
                                                           zip(row[f"{name}_tflops"], row[f"{name}_mhz"]))

@@ -1202,8 +1202,8 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       (the shared memory two stages leave holds two Q buffers and the output's): +4-9% at 1024-4096
       keys over the previous defaults, equal from 8192 (sweep run 9). Plain D=128 adds Q_IN_REGS (Q K^T
       reads Q from registers; fixed lengths, the only ones timed and checked with it on a GPU): where both
-      kernels hold the card's 700 W limit, less shared-memory traffic is a higher clock. Timed on an H100 with `bench/clock_probe.py` (two 2.5-3 s windows per kernel, in
-      turn): +0.5 / +0.6 / +0.7 / +0.35 / +0.9% non-causal at 1024-16384 keys, +1.6 / +2.1 / -0.2% causal
+      kernels hold the card's 700 W limit, less shared-memory traffic is a higher clock. Timed on an H100
+      with `bench/clock_probe.py` (two 2.5-3 s windows per kernel, in turn): +0.5 / +0.6 / +0.7 / +0.35 / +0.9% non-causal at 1024-16384 keys, +1.6 / +2.1 / -0.2% causal
       at 2048-8192, TFLOP/J up by the same (2026-12-07 clock_probe-run2..4); sweep run 11 (three rounds)
       -1.1% to +3.1% except non-causal 16384 (-7%, where that run's default read 659 TFLOPS against
       629-646 in every other run). Those runs held Q in registers in the pipelined loop only; the masked
