@@ -557,3 +557,32 @@ def test_q_in_regs_takes_q_from_registers(S, causal):
     assert hgmma and not any("gdesc" in t.split(",")[1] for t in hgmma)
     assert any("gdesc" in t.split(",")[1] for t in _attention_sass(replace(cfg, Q_IN_REGS=False), 128)
                if t.startswith("HGMMA"))
+
+
+def test_cluster_attention_compiles_with_multicast_loads_and_remote_arrives():
+    """CLUSTER=2 on the plain D=128 default through the Gluon lowering and the PTX pass: each K and V box
+    (one per rank) is a multicast TMA load (mask 0b11), each of the pipelined loop's four stage releases
+    also arrives on the other CTA's barrier (without a second warp-group bar.sync: the same named-barrier
+    count as CLUSTER=1), every task opens and closes with a cluster barrier, and ptxas takes it without
+    spills."""
+    import re
+    from dataclasses import replace
+
+    from tlx.gluon import sass
+    q, k, v = (torch.randn(1, 2, 4096, 128, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 2, 4096)
+    stats = {}
+    for cluster in (1, 2):
+        cfg = replace(attention.default_config(128, 4096), CLUSTER=cluster, PROGRAMS=132)
+        args, _, meta, _ = attention.launch_args(q, k, v, o, lse, 0.1, "bhsd", cfg, attention.Features())
+        meta.pop("ctas_per_cga", None)
+        kernel = tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4, **meta)
+        stats[cluster] = kernel.stats
+    ptx = kernel.asm["ptx"]
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.[^;]*\.multicast::cluster [^;]*, 3;", ptx)) == 4
+    assert len(re.findall(r"mapa\.shared::cluster\.u32[^;]*;[^;]*mbarrier\.arrive\.shared::cluster", ptx)) == 8
+    assert ptx.count("barrier.cluster.arrive.release.aligned") == 6          # three tasks, start and end
+    sass_ops = [i.text for i in sass.parse(sass.disassemble(kernel.asm["cubin"]))[0]]
+    assert sum("UTMALDG.2D.MULTICAST" in t for t in sass_ops) == 4
+    assert stats[2]["spills"] == 0 and stats[2]["wgmma"] == stats[1]["wgmma"] and not stats[2]["wgmma_desc_unset"]
+    assert stats[2]["named_barrier"] == stats[1]["named_barrier"]

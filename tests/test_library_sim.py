@@ -636,6 +636,60 @@ def test_attention_q_in_registers_refused_where_it_spills(D, cfg):
         attention.attention(q, k, v, config=cfg, backend="sim")
 
 
+CLUSTER_D128 = attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
+                                Q_IN_REGS=True, CLUSTER=2)
+
+
+@pytest.mark.parametrize("D,layout,cfg", [
+    (64, "bhsd", replace(CLUSTER_D128, PROGRAMS=2)),
+    (64, "bshd", replace(CLUSTER_D128, PROGRAMS=6)),
+    (64, "bhsd", attention.Config(PIPELINE=True, PERSISTENT=True, PINGPONG=True, LEAN_SYNC=True, PROGRAMS=4,
+                                  CLUSTER=2))],
+    ids=["two-ctas", "bshd-partial-round", "pingpong-lean"])
+def test_attention_cluster_shares_kv_by_multicast(D, layout, cfg):
+    """CLUSTER=2 on the simulator: each CTA of a cluster loads half of every K/V block into both CTAs' stage
+    and releases each stage in both; the snake rounds give a cluster two tiles of one head (checked by the
+    result: a tile paired with another head's would read the wrong keys). Six programs over 16 tiles leave
+    a partial last round; the simulator reports a stage refilled while the other CTA still reads it."""
+    from tlx.sim import SimOptions
+    q, k, v = (torch.randn(2, 2, 512, D, dtype=torch.float16) for _ in range(3))
+    ref, ref_lse = reference(q, k, v)
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    out = torch.full_like(q, float("nan"))
+    out, lse = attention.attention(q, k, v, config=cfg, out=out, backend="sim", return_lse=True, layout=layout,
+                                   sim_options=SimOptions(schedules=2))
+    if layout == "bshd":
+        out = out.transpose(1, 2)
+    assert not torch.isnan(out).any()
+    assert rel_err(out, ref) <= 1e-2
+    assert rel_err(lse, ref_lse) <= 1e-4
+
+
+def test_attention_cluster_launch_args_and_refusals():
+    """CLUSTER=2's launch: half-block K/V boxes, (2, 1, 1) clusters, doubled empty-barrier counts; refused
+    with a message naming the reason for masks, variable lengths, odd row-block counts or programs, and
+    configurations whose CTAs would not walk the same heads' blocks in step."""
+    q, k, v = (torch.randn(1, 2, 512, 128, dtype=torch.float16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(1, 2, 512)
+    args, grid, meta, _ = attention.launch_args(q, k, v, o, lse, 0.1, "bhsd", replace(CLUSTER_D128, PROGRAMS=4))
+    assert grid == (4,) and meta["CLUSTER"] == 2 and meta["ctas_per_cga"] == (2, 1, 1)
+    assert list(args[1].block_shape) == [64, 128] and list(args[0].block_shape) == [64, 128]
+    for causal, kw, msg in [(True, {}, "plain non-causal"), (False, dict(window=(64, 64)), "plain non-causal"),
+                            (False, dict(softcap=5.0), "plain non-causal")]:
+        with pytest.raises(ConfigRejected, match=msg):
+            attention.attention(q, k, v, causal=causal, config=CLUSTER_D128, backend="sim", **kw)
+    with pytest.raises(ConfigRejected, match="PROGRAMS must be even, got 3"):
+        attention.attention(q, k, v, config=replace(CLUSTER_D128, PROGRAMS=3), backend="sim")
+    q3 = torch.randn(1, 2, 384, 128, dtype=torch.float16)
+    with pytest.raises(ConfigRejected, match="even number of 128-row blocks per head .* got 3"):
+        attention.attention(q3, q3, q3, config=CLUSTER_D128, backend="sim")
+    for bad, msg in [(dict(BALANCED=True), "without DYNAMIC or BALANCED"), (dict(PIPELINE=False), "PIPELINE=True"),
+                     (dict(PERSISTENT=False), "PERSISTENT=True"), (dict(CLUSTER=4), "CLUSTER must be 1 or 2, got 4")]:
+        with pytest.raises(ConfigRejected, match=msg):
+            replace(CLUSTER_D128, **bad)
+
+
 def test_cached_launches_hold_their_own_buffers():
     """A GPU prepared launch keeps addresses only, so the op wrappers' cached launches must keep the buffers
     that they allocate themselves alive (a freed one would be reused while the cached launch writes it): the

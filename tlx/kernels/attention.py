@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import triton
 import triton.language as tl
@@ -40,6 +40,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
+from tlx.kernels.cluster import cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
@@ -49,9 +50,10 @@ CONSUMER_ROWS = 64          # query rows per consumer warp group (one m64 wgmma)
 WIDE_BN = 192               # BN of pipelined_wide_blocks: 128 + 64 keys per block
 
 
-def kv_box(BN):
-    """Rows per K/V TMA box: the block, or 64 for a WIDE_BN block (boxes are powers of two)."""
-    return 64 if BN == WIDE_BN else BN
+def kv_box(BN, CLUSTER=1):
+    """Rows per K/V TMA box: the block, or 64 for a WIDE_BN block (boxes are powers of two); CLUSTER=2, half
+    the block (each CTA of the cluster loads one half, load_kv_box)."""
+    return 64 if BN == WIDE_BN else BN // CLUSTER
 
 
 @tlx.jit
@@ -192,7 +194,8 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
                      h, sm_scale, softcap, cid: tl.constexpr, CONSUMERS: tl.constexpr, BN: tl.constexpr,
                      STAGES: tl.constexpr, SOFTCAP: tl.constexpr, SCORE_MOD: tl.constexpr, PINGPONG: tl.constexpr,
                      PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
-                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr):
+                     POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, LEAN_SYNC: tl.constexpr, rank=0,
+                     CLUSTER: tl.constexpr = 1):
     """FlashAttention-3's intra-warpgroup overlap on the unmasked softmax blocks [a, z): Q K^T of block
     j and P V of block j-1 are issued back to back, and the softmax of block j runs while P V j-1 is
     still on the tensor cores. Each iteration drains its wgmmas before the loop edge: a wgmma in
@@ -211,7 +214,9 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
     q_buf: Q's shared-memory buffer, or Q in registers (consume_blocks' Q_IN_REGS).
     LAZY_RESCALE (blocks after a), POLY_EXP2, RELEASE_K_EARLY: see attention_block. With RELEASE_K_EARLY
     the loop holds V of block j-1 and K of block j: with two stages the producer refills K j+1 during
-    block j instead of after P V j-1 (FlashAttention-3's separate K and V pipelines)."""
+    block j instead of after P V j-1 (FlashAttention-3's separate K and V pipelines).
+    CLUSTER=2: every stage is released in both CTAs of the cluster (release_in_cluster; both producers
+    multicast into it, load_kv)."""
     scale = sm_scale * LOG2E
     dtype = tlx.dtype_of(q_buf)
     for _ in range(a, tl.minimum(a + 1, z)):
@@ -222,7 +227,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
         pass_turn(cid, CONSUMERS, PINGPONG)
         qk = tlx.async_dot_wait(0, qk)
         if RELEASE_K_EARLY:
-            tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
+            release_in_cluster(k_empty[s], rank, LEAN_SYNC, CLUSTER)
         if not SOFTCAP and SCORE_MOD is None:            # raw row max, one FMA per score (as attention_block)
             m_new = tl.maximum(m_i, tl.max(qk, 1) * scale)
             x = qk * scale - m_new[:, None]
@@ -252,7 +257,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
             pass_turn(cid, CONSUMERS, PINGPONG)
             qk = tlx.async_dot_wait(1, qk)                # Q K^T of block j done, P V of j-1 in flight
             if RELEASE_K_EARLY:
-                tlx.barrier_arrive(k_empty[s], warpgroup_sync=not LEAN_SYNC)
+                release_in_cluster(k_empty[s], rank, LEAN_SYNC, CLUSTER)
             if not SOFTCAP and SCORE_MOD is None:
                 qk_scale = scale
             else:
@@ -272,7 +277,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
             if PIN_WAIT:                                  # the row sums to shared memory: ptxas keeps the
                 tlx.local_store(pin, l_i)                 # wait below, after the exps (else it hoists it)
             acc = tlx.async_dot_wait(0, acc)              # P V of block j-1 done: its stage is free
-            tlx.barrier_arrive(kv_empty[sp], warpgroup_sync=not LEAN_SYNC)
+            release_in_cluster(kv_empty[sp], rank, LEAN_SYNC, CLUSTER)
             m_i = m_new
             p16 = p_new.to(dtype)
         s, p = tlx.warp_spec.get_bufidx_phase(z - 1 - lo, STAGES)
@@ -284,7 +289,7 @@ def pipelined_blocks(a, z, lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_emp
         tlx.barrier_wait(v_full[s], p)
         acc = tlx.async_dot(p16, v_bufs[s], acc)
         acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(kv_empty[s], warpgroup_sync=not LEAN_SYNC)
+        release_in_cluster(kv_empty[s], rank, LEAN_SYNC, CLUSTER)
     return m_i, l_i, acc
 
 
@@ -573,7 +578,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
                    PIPELINE: tl.constexpr, PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr,
                    POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr,
                    LEAN_SYNC: tl.constexpr, HALF_DIAGONAL: tl.constexpr, live, SKIP_DEAD: tl.constexpr,
-                   Q_IN_REGS: tl.constexpr):
+                   Q_IN_REGS: tl.constexpr, rank=0, CLUSTER: tl.constexpr = 1):
     """One consumer's pass over K/V blocks [lo, hi), block lo at ring count c0: blocks its rows cannot
     attend (skip_blocks), masked left edge, unmasked inside, masked right edge (diagonal, sequence end),
     skipped blocks. Returns (row max, row sum, acc); the edge loops exist only when a mask can apply.
@@ -593,7 +598,9 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
     (wrong causal results on the H200; `wgmma_desc_unset` in the compile report finds it).
     Q_IN_REGS: Q is loaded once into wgmma's A-operand registers and every loop's Q K^T reads it there, not
     from shared memory: a third less shared-memory operand traffic per Q K^T at D=128, and energy is what
-    bounds the clock (this kernel and cuDNN's both run at the card's 700 W limit, bench/clock_probe.py)."""
+    bounds the clock (this kernel and cuDNN's both run at the card's 700 W limit, bench/clock_probe.py).
+    CLUSTER=2 (plain non-causal fixed lengths with PIPELINE only, checked on the host): the pipelined loop
+    releases every stage in both CTAs of the cluster; no other loop runs there."""
     if ACTIVATION == "softmax":                                      # running row max and sum
         m_i = tl.full((ROWS,), float("-inf"), tl.float32)
         l_i = tl.zeros((ROWS,), tl.float32)
@@ -643,7 +650,7 @@ def consume_blocks(q_bufs, q_slot, opaque_zero, pin, k_bufs, v_bufs, k_ends, v_e
         m_i, l_i, acc = pipelined_blocks(a, z, ring_lo, q_buf, pin, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty,
                                          m_i, l_i, acc, r0, b, h, sm_scale, softcap, cid, CONSUMERS, BN, STAGES,
                                          SOFTCAP, SCORE_MOD, PINGPONG, PIN_WAIT, P_EARLY, LAZY_RESCALE, POLY_EXP2,
-                                         RELEASE_K_EARLY, LEAN_SYNC)
+                                         RELEASE_K_EARLY, LEAN_SYNC, rank, CLUSTER)
     else:
         m_i, l_i, acc = block_loop(a, z, ring_lo, q_buf, k_bufs, v_bufs, k_full, v_full, k_empty, kv_empty, m_i, l_i,
                                    acc, r0, b, h, kv_len, sm_scale, softcap, win_l, win_r, cid, CONSUMERS, BN, STAGES,
@@ -817,26 +824,41 @@ def kv_part(buf, end, part: tl.constexpr, BOX: tl.constexpr, BN: tl.constexpr, D
 
 
 @tlx.jit
+def load_kv_box(desc, view, row, col, bar, box: tl.constexpr, rank, CLUSTER: tl.constexpr):
+    """TMA box number `box` of a K/V block into `view` of its stage: this CTA's load or, CLUSTER=2, only the
+    box of this CTA's rank, multicast into the same stage of both CTAs (the other CTA loads the other box
+    into both), so the block crosses from L2 once per cluster and each CTA's full barrier still receives
+    all of it."""
+    if CLUSTER > 1:
+        if box == rank:
+            tlx.async_descriptor_load(desc, view, [row, col], bar, multicast_targets=[0, 1])
+    else:
+        tlx.async_descriptor_load(desc, view, [row, col], bar)
+
+
+@tlx.jit
 def load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty, kv_empty, kv_row,
-            kv_col, BN: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr, RELEASE_K_EARLY: tl.constexpr):
+            kv_col, BN: tl.constexpr, D: tl.constexpr, STAGES: tl.constexpr, RELEASE_K_EARLY: tl.constexpr, rank=0,
+            CLUSTER: tl.constexpr = 1):
     """Producer: a tile's K/V blocks lo..hi into the ring (cnt blocks loaded before), each stage once the
     consumers released it: K's (k_empty) and V's (kv_empty) separately with RELEASE_K_EARLY. A WIDE_BN block
     arrives as three 64-row boxes (TMA boxes, like Gluon tensors, have power-of-two shapes): two into its
-    k_bufs / v_bufs stage, one into its k_ends / v_ends stage."""
-    BOX: tl.constexpr = 64 if BN == WIDE_BN else BN           # (kv_box on the host)
+    k_bufs / v_bufs stage, one into its k_ends / v_ends stage. CLUSTER=2: a block arrives as two halves,
+    one from each CTA's producer (load_kv_box); the empty barriers count both CTAs' consumers."""
+    BOX: tl.constexpr = 64 if BN == WIDE_BN else BN // CLUSTER     # (kv_box on the host)
     for j in range(lo, hi):
         s, p = tlx.warp_spec.get_bufidx_phase(cnt + j - lo, STAGES)
         tlx.barrier_wait(k_empty[s], p ^ 1)
         tlx.barrier_expect_bytes(k_full[s], BN * D * tlx.size_of(tlx.dtype_of(k_desc)))
         for part in tl.static_range(0, BN, BOX):
-            tlx.async_descriptor_load(k_desc, kv_part(k_bufs[s], k_ends[s], part, BOX, BN, D),
-                                      [kv_row + j * BN + part, kv_col], k_full[s])
+            load_kv_box(k_desc, kv_part(k_bufs[s], k_ends[s], part, BOX, BN, D), kv_row + j * BN + part, kv_col,
+                        k_full[s], part // BOX, rank, CLUSTER)
         if RELEASE_K_EARLY:
             tlx.barrier_wait(kv_empty[s], p ^ 1)
         tlx.barrier_expect_bytes(v_full[s], BN * D * tlx.size_of(tlx.dtype_of(v_desc)))
         for part in tl.static_range(0, BN, BOX):
-            tlx.async_descriptor_load(v_desc, kv_part(v_bufs[s], v_ends[s], part, BOX, BN, D),
-                                      [kv_row + j * BN + part, kv_col], v_full[s])
+            load_kv_box(v_desc, kv_part(v_bufs[s], v_ends[s], part, BOX, BN, D), kv_row + j * BN + part, kv_col,
+                        v_full[s], part // BOX, rank, CLUSTER)
 
 
 @tlx.jit
@@ -907,7 +929,8 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_
                  PERSISTENT: tl.constexpr, Q_BUFS: tl.constexpr, CONSUMERS: tl.constexpr, O_BUFFER: tl.constexpr,
                  PIN_WAIT: tl.constexpr, P_EARLY: tl.constexpr, LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr,
                  RELEASE_K_EARLY: tl.constexpr, SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                 HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr, Q_IN_REGS: tl.constexpr):
+                 HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr, Q_IN_REGS: tl.constexpr, rank=0,
+                 CLUSTER: tl.constexpr = 1):
     """Consumer cid's rows of its k-th tile (first row m0 of batch b, head h; cnt K/V blocks consumed
     before): wait for Q, run the K/V blocks, store the output and the LSE. Returns the tile's block count.
     (DYNAMIC: the Q wait already passed in next_tile, so it returns at once.)"""
@@ -929,7 +952,7 @@ def consume_tile(k, m0, b, h, cnt, cid, q_bufs, o_bufs, pins, k_bufs, v_bufs, k_
                                    win_r, cid, CONSUMERS, ROWS, D, BN, STAGES, PINGPONG, BOUND_L, BOUND_R,
                                    SOFTCAP, SCORE_MOD, MASK_MOD, VARLEN, ACTIVATION, PIPELINE, PIN_WAIT,
                                    P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, LEAN_SYNC,
-                                   HALF_DIAGONAL, r0 < q_len, SKIP_DEAD, Q_IN_REGS)
+                                   HALF_DIAGONAL, r0 < q_len, SKIP_DEAD, Q_IN_REGS, rank, CLUSTER)
     stamp_tile(trace_ptr, cid, k, 2, CONSUMERS, TRACE)
     if ACTIVATION == "softmax":
         out = acc * (1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]   # fully masked row: 0, LSE -inf
@@ -964,7 +987,8 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                          LAZY_RESCALE: tl.constexpr, POLY_EXP2: tl.constexpr, RELEASE_K_EARLY: tl.constexpr,
                          SKIP_BLOCKS: tl.constexpr, TRACE: tl.constexpr, DYNAMIC: tl.constexpr,
                          BALANCED: tl.constexpr, PREFETCH: tl.constexpr, LEAN_SYNC: tl.constexpr,
-                         HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr, Q_IN_REGS: tl.constexpr):
+                         HALF_DIAGONAL: tl.constexpr, SKIP_DEAD: tl.constexpr, Q_IN_REGS: tl.constexpr,
+                         CLUSTER: tl.constexpr = 1):
     """Tiles of BM query rows of one (batch, head): one per program, or (PERSISTENT) a program per SM
     walking its tiles; then the producer loads a tile's Q as soon as its buffer is free (q_empty: the
     consumer stored an earlier tile's output through it). Q_BUFS=2 gives each consumer two Q
@@ -979,8 +1003,19 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     the launch's last fetch resets it) in tile_in_order's order, and sends its coordinates to the consumers
     with its Q (tile_ids); static persistent programs walk tile_of's rounds instead, or (BALANCED) the tiles
     the host dealt each program in tile_table (balanced_tiles; PREFETCH: each tile's number read a tile
-    ahead)."""
+    ahead).
+    CLUSTER=2 (launched in two-CTA clusters; plain non-causal fixed lengths, PIPELINE, static persistent
+    rounds, an even number of programs and of row blocks per head: launch_args checks): tile_of's snake
+    rounds then give the two CTAs of a cluster the two tiles 2v, 2v+1 of one (batch, head) in every round,
+    which read the same K/V blocks. Each producer loads half of every block, multicast into both CTAs
+    (load_kv_box), and every consumer releases each stage in both (release_in_cluster), so the K/V blocks
+    cross from L2 to the SMs once per cluster; cluster barriers open and close every task (cluster_sync).
+    Q and the output stay each CTA's own."""
     ROWS: tl.constexpr = BM // CONSUMERS
+    tl.static_assert(CLUSTER == 1 or (PERSISTENT and PIPELINE and not DYNAMIC and not BALANCED and not VARLEN
+                                      and not BOUND_L and not BOUND_R and MASK_MOD is None and BN != WIDE_BN
+                                      and not SKIP_BLOCKS and not SKIP_DEAD),
+                     "attention CLUSTER=2 runs plain non-causal fixed-length PIPELINE tiles in static rounds only")
     if VARLEN:              # (never persistent) the grid covers the longest sequence: this tile may be past its end
         first_row, seq, _ = tile_of(0, NUM_M, H, tile_table, BM, PERSISTENT, BOUND_R, BALANCED)
         seq_start, seq_len, _, _ = sequence_bounds(seq, cu_q, cu_k, S_Q, S_K, ROW_B, KV_ROW_B, VARLEN)
@@ -999,9 +1034,9 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     q_empty = tlx.alloc_barriers(CONSUMERS * Q_BUFS)
     k_full = tlx.alloc_barriers(STAGES)
     v_full = tlx.alloc_barriers(STAGES)
-    kv_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)         # V's stage (and K's, unless split)
-    if RELEASE_K_EARLY:
-        k_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS)
+    kv_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS * CLUSTER)   # V's stage (and K's, unless
+    if RELEASE_K_EARLY:                                                       # split), the cluster's consumers
+        k_empty = tlx.alloc_barriers(STAGES, arrive_count=CONSUMERS * CLUSTER)
     else:
         k_empty = kv_empty
     if DYNAMIC:
@@ -1009,8 +1044,13 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     else:
         tile_ids = q_bufs                                                # (unused)
     n_tiles, my_tiles = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED)
+    if CLUSTER > 1:
+        rank = tlx.cluster_cta_rank()
+    else:
+        rank = 0
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
+            cluster_sync(CLUSTER)
             cnt = 0                                                      # K/V blocks loaded so far
             if DYNAMIC:
                 n_prog = tl.num_programs(0)
@@ -1062,9 +1102,11 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                     load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col, ROWS, D, CONSUMERS,
                            Q_BUFS, PERSISTENT, DYNAMIC)
                     load_kv(cnt, lo, hi, k_desc, v_desc, k_bufs, v_bufs, k_ends, v_ends, k_full, v_full, k_empty,
-                            kv_empty, kv_row, kv_col, BN, D, STAGES, RELEASE_K_EARLY)
+                            kv_empty, kv_row, kv_col, BN, D, STAGES, RELEASE_K_EARLY, rank, CLUSTER)
                     cnt += hi - lo
+            cluster_sync(CLUSTER)
         with tlx.async_task(num_warps=4, registers=240 if CONSUMERS == 2 else 160, replicate=CONSUMERS):
+            cluster_sync(CLUSTER)
             cid = tlx.async_task_replica_id()                            # consumers (3 x 160 registers + the
             if PINGPONG:                                                 # producer's 32 fill the register file)
                 if cid == CONSUMERS - 1:
@@ -1097,9 +1139,10 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
                                         BM, BN, STAGES, PINGPONG, BOUND_L, BOUND_R, SOFTCAP, SCORE_MOD, MASK_MOD,
                                         VARLEN, ACTIVATION, PIPELINE, PERSISTENT, Q_BUFS, CONSUMERS, O_BUFFER, PIN_WAIT,
                                         P_EARLY, LAZY_RESCALE, POLY_EXP2, RELEASE_K_EARLY, SKIP_BLOCKS, TRACE,
-                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD, Q_IN_REGS)
+                                        LEAN_SYNC, HALF_DIAGONAL, SKIP_DEAD, Q_IN_REGS, rank, CLUSTER)
             if O_BUFFER:
                 tlx.async_descriptor_store_wait(0)                       # the last store, before exit
+            cluster_sync(CLUSTER)
 
 
 @dataclass(frozen=True)
@@ -1149,6 +1192,8 @@ class Config:
     SKIP_DEAD: bool = False       # a consumer whose rows all lie past the sequence end computes nothing (a 192-row
     #                               tile's last rows at S = 2^k: 3-6% of the work at 2048-4096 keys); on an H100
     #                               it lost 1-5% non-causal and won 0-2% causal (default_config)
+    CLUSTER: int = 1              # 2: two-CTA clusters whose producers share each K/V block by TMA multicast (plain
+    #                               non-causal fixed lengths, PIPELINE, static persistent rounds; check_cluster)
 
     def __post_init__(self):
         if self.BM not in (128, 192):
@@ -1173,6 +1218,13 @@ class Config:
             raise ConfigRejected(f"attention.Config: PIPELINE needs STAGES >= 2, got STAGES={self.STAGES}")
         if self.BN not in (64, 128, WIDE_BN, 256):
             raise ConfigRejected(f"attention.Config: BN must be 64, 128, {WIDE_BN} or 256, got {self.BN}")
+        if self.CLUSTER not in (1, 2):
+            raise ConfigRejected(f"attention.Config: CLUSTER must be 1 or 2, got {self.CLUSTER}")
+        if self.CLUSTER == 2 and not (self.PERSISTENT and self.PIPELINE and not self.DYNAMIC and not self.BALANCED
+                                      and self.BN != WIDE_BN):
+            raise ConfigRejected(f"attention.Config: CLUSTER=2 (K/V shared by multicast) needs PERSISTENT=True and "
+                                 f"PIPELINE=True without DYNAMIC or BALANCED (a cluster's two CTAs must walk tiles "
+                                 f"of the same heads in step) and BN != {WIDE_BN}")
         if self.BN == WIDE_BN and not (self.PIPELINE and self.BM == 128 and not self.HALF_DIAGONAL
                                        and not self.LAZY_RESCALE and not self.POLY_EXP2):
             raise ConfigRejected(f"attention.Config: BN={WIDE_BN} (pipelined_wide_blocks) needs PIPELINE=True and "
@@ -1591,6 +1643,23 @@ def check_wide(cfg: Config, shape: Shape, features: Features, itemsize: int) -> 
                              f"{used} bytes of shared memory at head dim {shape.D}, over the {SHARED_LIMIT} available")
 
 
+def check_cluster(cfg: Config, shape: Shape, features: Features, num_m: int, programs: int) -> None:
+    """What CLUSTER=2 runs: tile_of's snake rounds give a cluster's two CTAs (programs 2u, 2u+1) the tiles
+    2v, 2v+1 of one head in every round when both the programs and the row blocks per head are even; the
+    two tiles then read the same K/V blocks only when no mask or variable length makes their ranges differ
+    (and the pipelined loop, the only one that releases in both CTAs, covers every block)."""
+    if not features.plain() or features.causal or shape.varlen:
+        raise ConfigRejected(f"attention.Config: CLUSTER=2 runs plain non-causal softmax attention at fixed "
+                             f"lengths only (both CTAs of a cluster read the same K/V blocks), got variable "
+                             f"lengths={shape.varlen}, {features}")
+    if num_m % 2:
+        raise ConfigRejected(f"attention.Config: CLUSTER=2 needs an even number of {cfg.BM}-row blocks per head (a "
+                             f"cluster takes two of one head), got {num_m} for {shape.S_q} queries")
+    if programs % 2:
+        raise ConfigRejected(f"attention.Config: CLUSTER=2 launches whole two-CTA clusters: PROGRAMS must be even, "
+                             f"got {programs}")
+
+
 def resolve_config(shape: Shape, features: Features, cfg: Config | None) -> Config:
     """`cfg`, or (None) the default_config of the call's head dim, length and features."""
     return cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, features.plain())
@@ -1623,7 +1692,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                              f"BN={cfg.BN} (keys), got {shape.S_q}/{shape.S_k}")
     pipeline = cfg.PIPELINE and features.activation == "softmax"    # the overlap is the softmax's
     box = [CONSUMER_ROWS, D]                               # Q and O move one consumer's rows per TMA box
-    kv_rows = kv_box(cfg.BN)
+    kv_rows = kv_box(cfg.BN, cfg.CLUSTER)
     descs = [tlx.TensorDescriptor.from_tensor(q2, box), tlx.TensorDescriptor.from_tensor(k2, [kv_rows, D]),
              tlx.TensorDescriptor.from_tensor(v2, [kv_rows, D]), tlx.TensorDescriptor.from_tensor(o2, box)]
     left, right = features.bounds()
@@ -1635,6 +1704,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     num_m = triton.cdiv(rows, cfg.BM)
     num_tiles = num_m * shape.B * shape.H
     programs = min(num_tiles, cfg.PROGRAMS or num_sms(q.device))
+    if cfg.CLUSTER > 1:
+        check_cluster(cfg, shape, features, num_m, programs)
     if trace is not None:
         if not cfg.PERSISTENT:
             raise ConfigRejected("attention.launch_args: 'trace' needs a persistent config (PERSISTENT=True)")
@@ -1667,6 +1738,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
                 LEAN_SYNC=cfg.LEAN_SYNC, HALF_DIAGONAL=cfg.HALF_DIAGONAL and right is not None,
                 SKIP_DEAD=cfg.SKIP_DEAD and (shape.varlen or shape.S_q % cfg.BM != 0),
                 Q_IN_REGS=cfg.Q_IN_REGS)
+    if cfg.CLUSTER > 1:
+        meta.update(CLUSTER=cfg.CLUSTER, ctas_per_cga=(cfg.CLUSTER, 1, 1))
     return args, grid, meta, cfg
 
 
@@ -1711,6 +1784,13 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                                             cu_seqlens_k, longest)
         launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
                                               sim_options=sim_options, **meta)
+        fit = getattr(launch, "max_active_clusters", None)
+        if fit and not cfg.PROGRAMS and fit * cfg.CLUSTER < grid[0]:   # CLUSTER=2: only co-resident clusters
+            fewer = replace(cfg, PROGRAMS=fit * cfg.CLUSTER)
+            args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, fewer, features, cu_seqlens_q,
+                                                cu_seqlens_k, longest)
+            launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
+                                                  sim_options=sim_options, **meta)
         own = ([args[-3]] if cfg.DYNAMIC else []) + ([args[-1]] if cfg.BALANCED else [])   # tile counter, table
         return holding(launch, *own) if own else launch
 

@@ -23,6 +23,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
+from tlx.kernels.cluster import cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
@@ -227,9 +228,7 @@ def release_stage(empty_a, empty_b, s, cid, rank, STAGES: tl.constexpr, LEAN_SYN
     """Consumer `cid` is done with ring stage s: its A half, and B (in both CTAs of a cluster, whose other
     producer multicasts into it too)."""
     tlx.barrier_arrive(empty_a[s + STAGES * cid], warpgroup_sync=not LEAN_SYNC)
-    tlx.barrier_arrive(empty_b[s], warpgroup_sync=not LEAN_SYNC)
-    if CLUSTER > 1:
-        tlx.barrier_arrive(empty_b[s], remote_cta_rank=1 - rank, warpgroup_sync=not LEAN_SYNC)
+    release_in_cluster(empty_b[s], rank, LEAN_SYNC, CLUSTER)
 
 
 @tlx.jit
@@ -371,16 +370,6 @@ def stamp(trace_ptr, cid, slot, TRACE: tl.constexpr):
     if TRACE:
         tl.store(trace_ptr + (tl.program_id(0) * 2 + cid) * TRACE_SLOTS + slot, tlx.globaltimer(),
                  mask=slot < TRACE_SLOTS)
-
-
-@tlx.jit
-def cluster_sync(CLUSTER: tl.constexpr):
-    """CLUSTER > 1: a cluster barrier, called at the start of every task (the other CTA's mbarriers exist
-    before anything reaches them) and at its end (neither CTA exits while the other may still reach into
-    it). In the tasks, not the trunk: every warp of both CTAs must arrive, and the workers' warps never
-    run the trunk's code."""
-    if CLUSTER > 1:
-        tlx.cluster_barrier()
 
 
 @tlx.jit
