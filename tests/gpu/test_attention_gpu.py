@@ -454,12 +454,15 @@ def test_q_in_registers_gpu(D, S, causal, layout, cfg):
     (128, 4096, "bhsd", None), (128, 1024, "bshd", None),
     (128, 1024, "bhsd", attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True,
                                          RELEASE_K_EARLY=True, Q_IN_REGS=True, PROGRAMS=6, CLUSTER=2)),
-    (64, 2048, "bhsd", attention.Config(PIPELINE=True, PERSISTENT=True, PINGPONG=True, CLUSTER=2))],
-    ids=["d128-default-4096", "d128-default-bshd", "d128-partial-round", "d64-pingpong"])
+    (64, 2048, "bhsd", attention.Config(PIPELINE=True, PERSISTENT=True, PINGPONG=True, CLUSTER=2)),
+    (256, 2048, "bhsd", None), (64, 4096, "bhsd", None)],
+    ids=["d128-default-4096", "d128-default-bshd", "d128-partial-round", "d64-pingpong", "d256-default",
+         "d64-default-192-rows"])
 def test_cluster_multicast_gpu(D, S, layout, cfg):
     """CLUSTER=2 (two-CTA clusters sharing every K/V block by TMA multicast) on the GPU: the plain D=128
     default with CLUSTER=2 (co-resident cluster count from the driver), a bshd view, six programs with a
-    partial last round, and D=64 with ping-pong turns: poisoned output and LSE against fp32."""
+    partial last round, D=64 with ping-pong turns, and the D=256 (64-key blocks) and D=64 (three consumers)
+    non-causal defaults with CLUSTER=2: poisoned output and LSE against fp32."""
     cfg = cfg or replace(attention.default_config(D, S, False), CLUSTER=2)
     q, k, v = (torch.randn(2, 4, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     ref = reference(q, k, v, dtype=torch.float32)
