@@ -1221,10 +1221,11 @@ class Config:
         if self.CLUSTER not in (1, 2):
             raise ConfigRejected(f"attention.Config: CLUSTER must be 1 or 2, got {self.CLUSTER}")
         if self.CLUSTER == 2 and not (self.PERSISTENT and self.PIPELINE and not self.DYNAMIC and not self.BALANCED
-                                      and self.BN != WIDE_BN):
+                                      and not self.SKIP_DEAD and self.BN != WIDE_BN):
             raise ConfigRejected(f"attention.Config: CLUSTER=2 (K/V shared by multicast) needs PERSISTENT=True and "
-                                 f"PIPELINE=True without DYNAMIC or BALANCED (a cluster's two CTAs must walk tiles "
-                                 f"of the same heads in step) and BN != {WIDE_BN}")
+                                 f"PIPELINE=True without DYNAMIC, BALANCED or SKIP_DEAD (a cluster's two CTAs must "
+                                 f"walk tiles of the same heads in step, every block through the pipelined loop) "
+                                 f"and BN != {WIDE_BN}")
         if self.BN == WIDE_BN and not (self.PIPELINE and self.BM == 128 and not self.HALF_DIAGONAL
                                        and not self.LAZY_RESCALE and not self.POLY_EXP2):
             raise ConfigRejected(f"attention.Config: BN={WIDE_BN} (pipelined_wide_blocks) needs PIPELINE=True and "
