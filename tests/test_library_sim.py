@@ -684,7 +684,7 @@ def test_attention_cluster_launch_args_and_refusals():
     q3 = torch.randn(1, 2, 384, 128, dtype=torch.float16)
     with pytest.raises(ConfigRejected, match="even number of 128-row blocks per head .* got 3"):
         attention.attention(q3, q3, q3, config=CLUSTER_D128, backend="sim")
-    for bad, msg in [(dict(BALANCED=True), "without DYNAMIC or BALANCED"), (dict(PIPELINE=False), "PIPELINE=True"),
+    for bad, msg in [(dict(BALANCED=True), "without DYNAMIC, BALANCED or SKIP_DEAD"), (dict(PIPELINE=False), "PIPELINE=True"),
                      (dict(PERSISTENT=False), "PERSISTENT=True"), (dict(SKIP_DEAD=True), "SKIP_DEAD"),
                      (dict(CLUSTER=4), "CLUSTER must be 1 or 2, got 4")]:
         with pytest.raises(ConfigRejected, match=msg):
