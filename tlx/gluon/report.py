@@ -32,6 +32,11 @@ PTX_COUNTS = {
     "named_barrier": r"\bbar(?:rier)?\.(?:sync|arrive)(?:\.aligned)?\s+(?:[1-9]|1[0-5])\s*,",
     "cp_async": r"cp\.async\.(?:ca|cg)\.shared",
     "mma_sync": r"\bmma\.sync",
+    # clusters (tlx/gluon/cluster_ptx.py): TMA loads into every CTA of a mask, arrives on another CTA's
+    # mbarrier (after its `mapa` address), cluster-wide barriers
+    "multicast_load": r"cp\.async\.bulk\.tensor\.\dd\.[^;]*\.multicast::cluster",
+    "remote_arrive": r"mbarrier\.arrive\.shared::cluster",
+    "cluster_barrier": r"barrier\.cluster\.arrive",
 }
 
 
