@@ -691,6 +691,25 @@ def test_attention_cluster_launch_args_and_refusals():
             replace(CLUSTER_D128, **bad)
 
 
+def test_attention_cluster_grid_fits_the_co_resident_clusters(monkeypatch):
+    """As gemm's: a CLUSTER=2 grid larger than the clusters the GPU runs at once (the driver's count, on the
+    prepared launch) is rebuilt with that many clusters; an explicit PROGRAMS is kept."""
+    launches = []
+
+    class StandIn:
+        def prepare(self, *args, grid, num_warps, backend, sim_options, **meta):
+            launches.append(grid)
+            return SimpleNamespace(max_active_clusters=60)
+
+    monkeypatch.setattr(attention, "attention_fwd_kernel", StandIn())
+    monkeypatch.setattr(attention, "_LAST_LAUNCH", attention.LaunchCache())
+    q = torch.randn(1, 8, 4096, 128, dtype=torch.bfloat16)
+    for cfg in (CLUSTER_D128, replace(CLUSTER_D128, PROGRAMS=132)):
+        with pytest.raises(TypeError):    # the stand-in launch is not callable: only its preparation is checked
+            attention.attention(q, q, q, config=cfg)
+    assert launches == [(132,), (120,), (132,)]
+
+
 def test_cached_launches_hold_their_own_buffers():
     """A GPU prepared launch keeps addresses only, so the op wrappers' cached launches must keep the buffers
     that they allocate themselves alive (a freed one would be reused while the cached launch writes it): the

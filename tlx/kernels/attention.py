@@ -40,7 +40,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
-from tlx.kernels.cluster import cluster_sync, release_in_cluster
+from tlx.kernels.cluster import cluster_rank, cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
@@ -1044,10 +1044,7 @@ def attention_fwd_kernel(q_desc, k_desc, v_desc, o_desc, o_ptr, lse_ptr, cu_q, c
     else:
         tile_ids = q_bufs                                                # (unused)
     n_tiles, my_tiles = program_tiles(NUM_TILES, tile_table, PERSISTENT, BALANCED)
-    if CLUSTER > 1:
-        rank = tlx.cluster_cta_rank()
-    else:
-        rank = 0
+    rank = cluster_rank(CLUSTER)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cluster_sync(CLUSTER)
@@ -1780,18 +1777,17 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
             lse.fill_(float("-inf"))
         return (o, lse) if return_lse else o
 
-    def prepare():
-        args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, config, features, cu_seqlens_q,
+    def build(cfg):
+        args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, cfg, features, cu_seqlens_q,
                                             cu_seqlens_k, longest)
-        launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
-                                              sim_options=sim_options, **meta)
+        return args, grid, cfg, attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps,
+                                                             backend=backend, sim_options=sim_options, **meta)
+
+    def prepare():
+        args, grid, cfg, launch = build(config)
         fit = getattr(launch, "max_active_clusters", None)
         if fit and not cfg.PROGRAMS and fit * cfg.CLUSTER < grid[0]:   # CLUSTER=2: only co-resident clusters
-            fewer = replace(cfg, PROGRAMS=fit * cfg.CLUSTER)
-            args, grid, meta, cfg = launch_args(q, k, v, o, lse, scale, layout, fewer, features, cu_seqlens_q,
-                                                cu_seqlens_k, longest)
-            launch = attention_fwd_kernel.prepare(*args, grid=grid, num_warps=cfg.num_warps, backend=backend,
-                                                  sim_options=sim_options, **meta)
+            args, grid, cfg, launch = build(replace(cfg, PROGRAMS=fit * cfg.CLUSTER))
         own = ([args[-3]] if cfg.DYNAMIC else []) + ([args[-1]] if cfg.BALANCED else [])   # tile counter, table
         return holding(launch, *own) if own else launch
 

@@ -1,5 +1,5 @@
-"""What two-CTA cluster kernels share (gemm's and attention's CLUSTER=2): the cluster barrier that opens and
-closes every task, and a stage release that reaches both CTAs of the cluster."""
+"""What two-CTA cluster kernels share (gemm's and attention's CLUSTER=2): the CTA's rank, the cluster barrier
+that opens and closes every task, and a stage release that reaches both CTAs of the cluster."""
 from __future__ import annotations
 
 import triton.language as tl
@@ -15,6 +15,15 @@ def cluster_sync(CLUSTER: tl.constexpr):
     run the trunk's code."""
     if CLUSTER > 1:
         tlx.cluster_barrier()
+
+
+@tlx.jit
+def cluster_rank(CLUSTER: tl.constexpr):
+    """This CTA's rank in its cluster (0 without clusters)."""
+    rank = 0
+    if CLUSTER > 1:
+        rank = tlx.cluster_cta_rank()
+    return rank
 
 
 @tlx.jit

@@ -24,7 +24,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
-from tlx.kernels.cluster import cluster_sync, release_in_cluster
+from tlx.kernels.cluster import cluster_rank, cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
 
@@ -431,10 +431,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, bias_ptr, ws_ptr, flags_ptr
     dp_tiles = num_tiles - SK_TILES if STREAM_K else num_tiles
     k_tiles = tl.cdiv(K, BK)
     first = tl.program_id(0) // CLUSTER
-    if CLUSTER > 1:
-        rank = tlx.cluster_cta_rank()
-    else:
-        rank = 0
+    rank = cluster_rank(CLUSTER)
     with tlx.async_tasks():
         with tlx.async_task("default"):                                  # producer
             cluster_sync(CLUSTER)
