@@ -23,7 +23,7 @@ def multicast_copy(desc, out_ptr, N_TILES: tl.constexpr, BUG: tl.constexpr, IN_T
     rank = tlx.cluster_cta_rank()
     bufs = tlx.local_alloc((R, C), tl.float32, 2)
     full = tlx.alloc_barriers(2)
-    empty = tlx.alloc_barriers(2, arrive_count=1 if BUG == 3 else 2)   # both CTAs' consumers release a slot
+    empty = tlx.alloc_barriers(2, arrive_count=1 if BUG in (3, 4) else 2)   # both CTAs' consumers release a slot
     if BUG != 1 and not IN_TASKS:
         tlx.cluster_barrier()                     # the peer's barriers exist before anything reaches them
     with tlx.async_tasks():
@@ -32,7 +32,7 @@ def multicast_copy(desc, out_ptr, N_TILES: tl.constexpr, BUG: tl.constexpr, IN_T
                 tlx.cluster_barrier()
             for t in range(N_TILES):
                 s, p = tlx.warp_spec.get_bufidx_phase(t, 2)
-                tlx.barrier_wait(empty[s], p ^ 1)
+                tlx.barrier_wait(empty[s], p ^ 1)  # BUG:skipped
                 tlx.barrier_expect_bytes(full[s], R * C * 4)
                 if rank == 0:
                     tlx.async_descriptor_load(desc, bufs[s], [t * R, 0], full[s],  # BUG:entry
@@ -110,6 +110,22 @@ def test_local_only_release_lets_the_multicast_overwrite_a_slot_in_use():
     races = [e for e in report.errors if isinstance(e, tlx.sim.OverwriteBeforeReleaseError)
              and e.other is not None and e.other.program_id == (1, 0, 0) and e.other.op == "local_load"]
     assert races and races[0].program_id == (0, 0, 0), report.render()
+
+
+def test_arrive_count_that_leaves_out_the_peer_is_named():
+    """arrive_count=1 with both CTAs' consumers arriving: each round completes two phases, so the producer's
+    parity wait misses one (MissedPhaseError at its wait) and, before that, refills a slot the peer still
+    reads; both reports name the barrier's arriving tasks against its arrive_count (the race's report only
+    once both tasks have arrived on it: before that nothing shows the count is short)."""
+    _, _, report = run(4, schedules=4, collect_all=True)
+    hint = "has arrive_count 1 but 2 tasks arrive on it (CTA 0 task 1 replica 0, CTA 1 task 1 replica 0)"
+    missed = [e for e in report.errors if isinstance(e, tlx.sim.MissedPhaseError)]
+    assert missed, report.render()
+    err = missed[0]
+    assert err.op == "barrier_wait" and err.line == marker_line(HERE, "skipped"), str(err)
+    assert err.target.startswith("empty[") and "completed 2 phases" in err.summary and hint in err.details
+    races = [e for e in report.errors if isinstance(e, tlx.sim.OverwriteBeforeReleaseError)]
+    assert any(hint.split(" (")[0] in e.details for e in races), report.render()   # once both have arrived
 
 
 def test_cluster_barrier_in_one_task_only_never_completes():

@@ -9,7 +9,7 @@ warp-specialized partition, and reports protocol bugs (races, deadlocks, barrier
 from .check import FileCheckReport, check_file
 from .errors import (ALL_RULES, AsyncDotError, BarrierProtocolError, ClusterProtocolError, DeadlockError,
                      ExpectBytesError,
-                     ExtraArrivalError, GlobalBoundsError, IndexOutOfRangeError, LivelockError,
+                     ExtraArrivalError, GlobalBoundsError, IndexOutOfRangeError, LivelockError, MissedPhaseError,
                      OverwriteBeforeReleaseError, ProtocolError, RaceError, ReadBeforeWaitError, SimReport, Site,
                      WarpgroupSyncError)
 from .executor import launch
@@ -18,6 +18,6 @@ from .rules import RULES, missing_rules
 
 __all__ = ["launch", "SimOptions", "SimReport", "Site", "check_file", "FileCheckReport", "RULES", "missing_rules",
            "ProtocolError", "DeadlockError", "RaceError", "ReadBeforeWaitError", "OverwriteBeforeReleaseError",
-           "BarrierProtocolError", "ExpectBytesError", "ExtraArrivalError", "AsyncDotError",
+           "BarrierProtocolError", "ExpectBytesError", "ExtraArrivalError", "MissedPhaseError", "AsyncDotError",
            "IndexOutOfRangeError", "GlobalBoundsError", "LivelockError", "WarpgroupSyncError", "ClusterProtocolError",
            "ALL_RULES"]

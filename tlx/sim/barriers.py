@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import warpgroup_sync as warpgroup_sync_rule
 from .clock import VectorClock
-from .errors import BarrierProtocolError, ExpectBytesError, ExtraArrivalError, Site
+from .errors import BarrierProtocolError, ExpectBytesError, ExtraArrivalError, MissedPhaseError, Site
 from .interp import to_int
 from .rules import OpContext, sim_rule
 from .scheduler import Wait
@@ -45,9 +45,36 @@ def arrive(ctx: OpContext, bar: BarrierRef, count: int) -> None:
                     "tasks"))
     st.arrivals += count
     st.arrivers.append(who)
+    st.ever_arrived.add(who)
     st.clock.join(ctx.task.clock)
     ctx.task.release()
     settle(ctx.program, bar, ctx.site)
+
+
+def arrive_count_hint(bar: BarrierRef) -> str:
+    """Why a phase may complete early: more distinct tasks arrive on the barrier than `arrive_count`
+    (an arrival too many per round is only seen through the race or missed phase it causes)."""
+    st = bar.state
+    if len(st.ever_arrived) <= st.arrive_count:
+        return ""
+    return (f"{bar.label} has arrive_count {st.arrive_count} but {len(st.ever_arrived)} tasks arrive on it "
+            f"({', '.join(sorted(st.ever_arrived))}); if each arrives once per round, a phase completes before "
+            f"all of them released it. arrive_count must count every arriving task, remote arrivals from the "
+            f"other CTAs of a cluster included")
+
+
+def _missed_phase(bar: BarrierRef, who: str, seen: int, parity: int, site: Site):
+    """At a deadlock: the barrier completed phases this blocked wait never saw (rule 5b)."""
+    st = bar.state
+    if st.phase <= seen:
+        return None
+    hint = arrive_count_hint(bar)
+    return MissedPhaseError(
+        f"{who} waits on {bar.label} for parity {parity}, but the barrier completed {st.phase - seen} phases "
+        f"(phase {seen} to {st.phase}) since this task last saw it; a parity wait sees only the latest phase, "
+        f"so the one it waits for is hidden and the wait never returns", site, target=bar.label,
+        phase=st.phase, details=hint or "more arrivals per round than arrive_count, or a task that waits on "
+                                        "only some of the barrier's phases")
 
 
 @sim_rule("alloc_barriers")
@@ -98,11 +125,13 @@ def _barrier_wait(ctx: OpContext, bar, phase, pred, warpgroup_sync):
     if not pred_true(pred):
         return
     warpgroup_sync_rule.marked(ctx, "barrier_wait", bar.label, warpgroup_sync)
-    parity, st, site = to_int(phase) & 1, bar.state, ctx.site
+    parity, st, site, who = to_int(phase) & 1, bar.state, ctx.site, ctx.task.label
+    seen = st.seen_by.get(who, st.phase)
     ctx.program.scheduler.block_until(ctx.task, Wait(
         ready=lambda: st.parity_done(parity),
         describe=lambda: f"barrier_wait({bar.label}, parity {parity}); barrier: {st.describe()}",
-        site=site, diagnose=lambda: _starved_expect(bar, site)))
+        site=site, diagnose=lambda: _starved_expect(bar, site) or _missed_phase(bar, who, seen, parity, site)))
+    st.seen_by[who] = st.phase
     ctx.task.clock.join(st.clock_seen_by(parity))
     ctx.task.wait_log.append(bar)
     warpgroup_sync_rule.waited(ctx, bar)

@@ -113,6 +113,13 @@ class ExtraArrivalError(BarrierProtocolError):
     rule = "extra-arrival"
 
 
+class MissedPhaseError(BarrierProtocolError):
+    """Rule 5b: a blocked wait whose barrier completed two (or any even number of) phases since the
+    waiting task last saw it, so the parity it waits for came back and the wait never returns: more
+    arrivals per round than `arrive_count` (a parity wait sees only the latest phase, as on the GPU)."""
+    rule = "missed-phase"
+
+
 class AsyncDotError(ProtocolError):
     """Rule 6: an async_dot result used before async_dot_wait, or its operand released/overwritten early."""
     rule = "async-dot"
@@ -142,7 +149,8 @@ class LivelockError(ProtocolError):
 
 
 ALL_RULES = (DeadlockError, ReadBeforeWaitError, OverwriteBeforeReleaseError, ExpectBytesError,
-             ExtraArrivalError, AsyncDotError, IndexOutOfRangeError, WarpgroupSyncError, ClusterProtocolError)
+             ExtraArrivalError, MissedPhaseError, AsyncDotError, IndexOutOfRangeError, WarpgroupSyncError,
+             ClusterProtocolError)
 
 
 @dataclass

@@ -64,6 +64,10 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
             f"{what} overwrites {buf.label} while a TMA store still reads it", ctx.site,
             target=buf.alloc.name, slot=buf.slot, other=rec.site,
             details="call async_descriptor_store_wait before reusing the store's source buffer"))
+    # The slot's guards are the waits the writer made since its previous write to any slot; a write
+    # with none (A then B after one `wait(empty[s])`) shares the previous write's guards.
+    fresh = task.wait_log[task.write_mark:]
+    guards = set(fresh) if fresh else task.write_guards
     fills, readers, _ = _tracked(buf)
     for st in fills:                                              # the fills this write replaces
         w = st.last_write
@@ -71,22 +75,28 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
             ctx.report(OverwriteBeforeReleaseError(
                 f"{what} overwrites {buf.label} before its previous fill ({w.what}) was observed", ctx.site,
                 target=buf.alloc.name, slot=buf.slot, phase=w.phase, other=w.site,
-                details="wait on the slot's 'empty' barrier (released by its readers) before refilling it"))
+                details=_early_release_hint(guards) or
+                "wait on the slot's 'empty' barrier (released by its readers) before refilling it"))
             break
     for r in (r for st in readers for r in st.reads.values()):
         if not task.clock.covers(r.epoch):
             ctx.report(OverwriteBeforeReleaseError(
                 f"{what} overwrites {buf.label} while a reader may still use it (no release since its read)",
                 ctx.site, target=buf.alloc.name, slot=buf.slot, other=r.site,
-                details="the reader must arrive on an 'empty' barrier that this writer waits on before the write"))
+                details=_early_release_hint(guards) or
+                "the reader must arrive on an 'empty' barrier that this writer waits on before the write"))
             break
-    # The slot's guards are the waits the writer made since its previous write to any slot; a write
-    # with none (A then B after one `wait(empty[s])`) shares the previous write's guards.
-    fresh = task.wait_log[task.write_mark:]
     if fresh:
-        task.write_guards = set(fresh)
+        task.write_guards = guards
     task.write_mark = len(task.wait_log)
     slot.guards.update(task.write_guards)
+
+
+def _early_release_hint(guards) -> str:
+    """When a barrier this write waited on has more arriving tasks than its arrive_count, the wait passed on
+    a phase that completed early: say so instead of asking for a wait the writer did make."""
+    from .barriers import arrive_count_hint
+    return "\n".join(h for h in sorted(arrive_count_hint(bar) for bar in guards) if h)
 
 
 def set_write(buf: BufferView, access: Access) -> None:

@@ -201,6 +201,8 @@ class MBarrierState:
         self.phase = 0
         self.completed_clocks: dict[int, VectorClock] = {-1: init_clock}
         self.exposed_waits: list = []   # passed waits a late warp may still be before (warpgroup_sync.py)
+        self.seen_by: dict[str, int] = {}   # task label -> the phase count when its last wait passed
+        self.ever_arrived: set[str] = set()   # every task that arrived on it (for the arrive_count hint)
         self.new_phase()
 
     def new_phase(self) -> None:
