@@ -3,8 +3,8 @@
 #   bash bench/next_call.sh            # on the device machine, from the copied tree
 # On an H200 it times what issues 4 and 5 are judged by (both tables, with the current code), then the
 # CLUSTER=2 attention sweep (last: device_call.sh returns the runs finished when a call is cut short, so a
-# limit below 540 s still brings the tables); on any other card, the sweep and the GPU tests of the code never yet run on a
-# GPU (Q_IN_REGS, CLUSTER=2). About 540 s on an H200, 330 s elsewhere. Edit it when the plan changes
+# limit below 540 s still brings the tables); on any other card, the sweep and the GPU tests of the code
+# never yet run on a GPU (Q_IN_REGS, CLUSTER=2). About 540 s on an H200, 330 s elsewhere. Edit it when the plan changes
 # (BENCHMARKS.md's standing summary says why each run is next).
 set -u
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
