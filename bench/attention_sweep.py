@@ -180,8 +180,10 @@ SHAPED = {"default": with_default(),
           # D=256, which spill with it)
           "default_qreg": with_default(Q_IN_REGS=True),
           # two-CTA clusters sharing each K/V block by TMA multicast (half the L2-to-SM K/V traffic; plain
-          # non-causal persistent PIPELINE defaults only, refused elsewhere)
+          # non-causal persistent PIPELINE defaults only, refused elsewhere); the plain non-causal D=128 default
+          # since sweep runs 12-14, so default_nocluster is its A/B there
           "default_cluster": with_default(CLUSTER=2),
+          "default_nocluster": with_default(CLUSTER=1),
           # the D=64 long-causal default (three consumers, BALANCED, HALF_DIAGONAL) at any length
           "b192_bal_half": b192_bal_half,
           # ... and with SKIP_DEAD: at 1024 keys two of the last tile's three consumers lie past the end, a

@@ -575,7 +575,6 @@ def test_cluster_attention_compiles_with_multicast_loads_and_remote_arrives():
     for cluster in (1, 2):
         cfg = replace(attention.default_config(128, 4096), CLUSTER=cluster, PROGRAMS=132)
         args, _, meta, _ = attention.launch_args(q, k, v, o, lse, 0.1, "bhsd", cfg, attention.Features())
-        meta.pop("ctas_per_cga", None)
         kernel = tlx.compile(attention.attention_fwd_kernel, *args, num_warps=4, **meta)
         stats[cluster] = kernel.stats
     # per consumer replica (each compiled apart): four releases; K and V one box per rank

@@ -1229,10 +1229,12 @@ class Config:
                                  "BM=128, without HALF_DIAGONAL, LAZY_RESCALE or POLY_EXP2")
 
 
-def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True) -> Config:
+def default_config(D: int, S: int | None = None, causal: bool = False, plain: bool = True,
+                   S_q: int | None = None) -> Config:
     """The fastest configuration the H200 measured (bench/results/2026-12-03/: attention-run5..8,
     attention_sweep-run2/3, and sweep runs 8/9 for RELEASE_K_EARLY; 2026-12-04 sweep runs 1/2 for BALANCED).
-    `plain`: no window, softcap, mods or other activation; S None: variable lengths (never persistent).
+    `plain`: no window, softcap, mods or other activation; S None: variable lengths (never persistent);
+    S_q: the queries' length where it differs from the keys' S (fixed lengths).
     - Causal plain fixed lengths run persistent with BALANCED tiles (the host's table gives every program
       the same modelled work; 2026-12-04 sweep runs 1/2 against the previous defaults, three rounds each:
       +1-4% at D=128 1024-8192 keys, +2-4% at D=256 4096 and 16384, +10-13% at D=256 8192, +3% at D=64
@@ -1257,7 +1259,11 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
       at 2048-8192, TFLOP/J up by the same (2026-12-07 clock_probe-run2..4); sweep run 11 (three rounds)
       -1.1% to +3.1% except non-causal 16384 (-7%, where that run's default read 659 TFLOPS against
       629-646 in every other run). Those runs held Q in registers in the pipelined loop only; the masked
-      edge loops (the causal diagonal) read it there too since, not yet timed.
+      edge loops (the causal diagonal) read it there too since, not yet timed. Plain non-causal D=128 whose
+      queries fill an even number of 128-row blocks adds CLUSTER=2 (two-CTA clusters sharing each K/V block
+      by TMA multicast): +0.3 / +1.2 / +1.9 / +1.9 / +2.4% at 1024-16384 keys in one five-round H100 sweep
+      (2026-12-07 attention_sweep-run13), +1.6 / +3.3% at 4096 / 16384 (run 12, three rounds) and +1.8 / +3.6
+      / +0.1% at 4096-16384 (run 14, five rounds); never slower. Not yet timed on an H200.
     - D=64 non-causal from 2048 keys (plain, fixed lengths): FA3's 192 x 128 tile, three consumers taking
       turns, PIPELINE, persistent with two stages and RELEASE_K_EARLY (1.11-1.15x cuDNN, +4-7% over the
       grid kernel, sweep run 9). Causal from 8192 keys: the same tile with three stages (1.06-1.12x on a
@@ -1290,8 +1296,9 @@ def default_config(D: int, S: int | None = None, causal: bool = False, plain: bo
                       PERSISTENT=persistent, BALANCED=balanced)
     if D == 128:
         if plain and fixed and (not causal or S <= 4096):
+            pairs = not causal and (S_q or S) % 256 == 0       # an even number of 128-row tiles per head
             return Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFFER=True, RELEASE_K_EARLY=True,
-                          BALANCED=balanced, Q_IN_REGS=True)
+                          BALANCED=balanced, Q_IN_REGS=True, CLUSTER=2 if pairs else 1)
         balanced = balanced and S <= 8192
         return Config(STAGES=3, PIPELINE=True, PINGPONG=plain and not causal, PERSISTENT=balanced, BALANCED=balanced,
                       Q_IN_REGS=plain and fixed)
@@ -1660,7 +1667,8 @@ def check_cluster(cfg: Config, shape: Shape, features: Features, num_m: int, pro
 
 def resolve_config(shape: Shape, features: Features, cfg: Config | None) -> Config:
     """`cfg`, or (None) the default_config of the call's head dim, length and features."""
-    return cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, features.plain())
+    return cfg or default_config(shape.D, None if shape.varlen else shape.S_k, features.causal, features.plain(),
+                                 shape.S_q)
 
 
 def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None = None,
@@ -1702,6 +1710,8 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     num_m = triton.cdiv(rows, cfg.BM)
     num_tiles = num_m * shape.B * shape.H
     programs = min(num_tiles, cfg.PROGRAMS or num_sms(q.device))
+    if cfg.CLUSTER > 1 and not cfg.PROGRAMS:
+        programs -= programs % cfg.CLUSTER                  # whole clusters (an odd SM count leaves one out)
     if cfg.CLUSTER > 1:
         check_cluster(cfg, shape, features, num_m, programs)
     if trace is not None:
