@@ -1,7 +1,7 @@
 """The library kernels at small shapes, for `python -m tlx demo`: compile, simulate or run+time."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import triton
@@ -97,6 +97,8 @@ def cases() -> list[Case]:
                  _attention(attention.Config(), D=128, causal=True)),
             Case("attention pipelined D=128", attention.attention_fwd_kernel,
                  _attention(attention.Config(STAGES=3, PIPELINE=True), D=128)),
+            Case("attention K/V multicast D=128", attention.attention_fwd_kernel,   # the default: clusters of 2
+                 _attention(replace(attention.default_config(128, 512), PROGRAMS=4), D=128, S=512)),
             Case("attention balanced D=64", attention.attention_fwd_kernel,
                  _attention(attention.Config(PERSISTENT=True, PROGRAMS=2, P_EARLY=True, BALANCED=True, DYNAMIC=True),
                             D=64, causal=True, S=512)),
