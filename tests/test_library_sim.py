@@ -666,6 +666,20 @@ def test_attention_cluster_shares_kv_by_multicast(D, layout, cfg):
     assert rel_err(lse, ref_lse) <= 1e-4
 
 
+def test_attention_cluster_is_the_default_only_where_tiles_pair():
+    """CLUSTER=2 is the plain non-causal fixed-length D=128 default when the queries fill an even number of
+    128-row tiles per head (a cluster's CTAs take two tiles of one head); masks, variable lengths, odd tile
+    counts and the other head dims keep one CTA per cluster."""
+    d = attention.default_config
+    assert [d(128, S).CLUSTER for S in (512, 1024, 4096, 16384)] == [2, 2, 2, 2]
+    assert d(128, 384).CLUSTER == 1 and d(128, 512, S_q=384).CLUSTER == 1 and d(128, 384, S_q=512).CLUSTER == 2
+    assert d(128, 4096, causal=True).CLUSTER == 1 and d(128, 4096, plain=False).CLUSTER == 1
+    assert d(128, None).CLUSTER == 1 and d(64, 4096).CLUSTER == 1 and d(256, 4096).CLUSTER == 1
+    q = torch.randn(1, 3, 512, 128, dtype=torch.float16)
+    args, grid, meta, cfg = attention.launch_args(q, q, q, torch.empty_like(q), torch.empty(1, 3, 512), 0.1, "bhsd")
+    assert cfg.CLUSTER == 2 and meta["ctas_per_cga"] == (2, 1, 1) and grid[0] % 2 == 0
+
+
 def test_attention_cluster_launch_args_and_refusals():
     """CLUSTER=2's launch: half-block K/V boxes, (2, 1, 1) clusters, doubled empty-barrier counts; refused
     with a message naming the reason for masks, variable lengths, odd row-block counts or programs, and
