@@ -208,7 +208,6 @@ def test_cluster_gemm_compiles_with_multicast_loads_and_remote_arrives(cfg):
     a, b = _operands(False, False, torch.bfloat16)
     c = torch.empty(a.shape[0], b.shape[1], dtype=torch.bfloat16)
     args, _, meta = gemm.launch_args(a, b, c, cfg, programs=132)
-    meta.pop("ctas_per_cga")
     k = tlx.compile(gemm.KERNELS[cfg.kernel], *args, num_warps=cfg.num_warps, **meta)
     assert (k.stats["multicast_load"], k.stats["remote_arrive"], k.stats["cluster_barrier"]) == (2, 4, 6)
     assert len(re.findall(r"\.multicast::cluster [^;]*, 3;", k.asm["ptx"])) == 2            # both CTAs' mask

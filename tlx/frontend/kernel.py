@@ -76,8 +76,9 @@ class TlxKernel(KernelInterface):
         return self._splits[key]
 
     # -- launch ----------------------------------------------------------------------------
-    def _bind_launch(self, args: tuple, kwargs: dict, backend: str | None, num_ctas: int):
-        """(backend, bound arguments) of a launch; Triton launch options tlx does not use are dropped."""
+    def bind_launch(self, args: tuple, kwargs: dict, backend: str | None, num_ctas: int = 1):
+        """(backend, bound arguments) of a launch; Triton launch options tlx does not use are dropped (a
+        compile-only build, tlx.compile, takes the same arguments as the launch it stands for)."""
         backend = backend or os.environ.get("TLX_BACKEND", "gluon")
         if backend not in BACKENDS:
             raise TlxLaunchError(f"tlx.jit: 'backend' must be one of {BACKENDS}, got {backend!r}")
@@ -91,7 +92,7 @@ class TlxKernel(KernelInterface):
     def run(self, *args, grid, warmup=False, backend: str | None = None, num_warps: int = 4, num_stages=None,
             num_ctas: int = 1, sim_options=None, **kwargs):
         ctas_per_cga = kwargs.get("ctas_per_cga")
-        backend, bound = self._bind_launch(args, kwargs, backend, num_ctas)
+        backend, bound = self.bind_launch(args, kwargs, backend, num_ctas)
         if backend == "sim":
             from .. import sim
             if callable(grid):
@@ -110,7 +111,7 @@ class TlxKernel(KernelInterface):
         tensor alive, so reuse it only for tensors at the same addresses with the same shapes and strides.
         On the simulator it simply repeats `run`."""
         ctas_per_cga = kwargs.get("ctas_per_cga")
-        backend, bound = self._bind_launch(args, kwargs, backend, num_ctas)
+        backend, bound = self.bind_launch(args, kwargs, backend, num_ctas)
         if backend == "sim":
             return functools.partial(self.run, *args, grid=grid, backend=backend, num_warps=num_warps,
                                      sim_options=sim_options, **kwargs)

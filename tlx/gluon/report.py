@@ -112,8 +112,9 @@ def compile(kernel, *args, target: str = "sm_90a", num_warps: int = 4, num_stage
     Arguments may be CPU tensors, host tensor descriptors over CPU tensors, or scalars."""
     if target not in TARGETS:
         raise TlxLaunchError(f"tlx.compile: 'target' must be one of {sorted(TARGETS)}, got {target!r}")
-    kwargs.pop("ctas_per_cga", None)     # a launch option: the kernel compiles for one CTA (launch.prepare)
-    bound = kernel.bind(args, kwargs)
+    # launch options (ctas_per_cga) are checked as a launch checks them, then dropped: a kernel compiles for
+    # one CTA and its launch starts it in clusters (launch.prepare)
+    _, bound = kernel.bind_launch(args, kwargs, "gluon")
     conv = convert_args(kernel, bound)
     signature, constexprs, attrs = signature_of(kernel, bound, conv)
     options = {"num_warps": num_warps, "num_stages": num_stages}

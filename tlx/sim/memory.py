@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import interp, warpgroup_sync
+from .barriers import arrive_count_hint
 from .errors import AsyncDotError, OverwriteBeforeReleaseError, ReadBeforeWaitError
 from .rules import OpContext, sim_rule
 from .sites import allocation_name
@@ -95,7 +96,6 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
 def _early_release_hint(guards) -> str:
     """When a barrier this write waited on has more arriving tasks than its arrive_count, the wait passed on
     a phase that completed early: say so instead of asking for a wait the writer did make."""
-    from .barriers import arrive_count_hint
     return "\n".join(h for h in sorted(arrive_count_hint(bar) for bar in guards) if h)
 
 
