@@ -112,6 +112,31 @@ def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr, MARK: tl.constexp
             tl.store(out_ptr + offs, acc)
 
 
+@tlx.jit
+def shared_ring(x_desc, out_ptr, n_tiles, RELEASERS: tl.constexpr, S: tl.constexpr = 2):
+    """Two consumer replicas read every tile and both release it; `empty` counts RELEASERS arrivals
+    (BUG: 1, so the first release completes the phase while the other replica may still read)."""
+    bufs = tlx.local_alloc((64, 64), tl.float16, S)
+    full = tlx.alloc_barriers(S, arrive_count=1)
+    empty = tlx.alloc_barriers(S, arrive_count=RELEASERS)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for t in range(n_tiles):
+                s, p = tlx.warp_spec.get_bufidx_phase(t, S)
+                tlx.barrier_wait(empty[s], p ^ 1)
+                tlx.barrier_expect_bytes(full[s], 64 * 64 * 2)
+                tlx.async_descriptor_load(x_desc, bufs[s], [t * 64, 0], full[s])  # BUG:shared-overwrite
+        with tlx.async_task(num_warps=4, replicate=2):
+            copy = out_ptr + tlx.async_task_replica_id() * n_tiles * 64 * 64   # each replica its own copy
+            offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
+            for t in range(n_tiles):
+                s, p = tlx.warp_spec.get_bufidx_phase(t, S)
+                tlx.barrier_wait(full[s], p)
+                tile = tlx.local_load(bufs[s])
+                tl.store(copy + t * 64 * 64 + offs, tile)
+                tlx.barrier_arrive(empty[s])
+
+
 def _ring_args(n_tiles=4):
     x = torch.randn(n_tiles * R, C).to(torch.float16)
     out = torch.full((n_tiles * R, C), float("nan"), dtype=torch.float16)
@@ -165,6 +190,38 @@ def test_ring_bug_is_reported_at_its_line(bug, cls, marker):
 def test_ring_twin_is_clean_under_many_schedules():
     x, out, report = run_ring(0, schedules=8)
     assert report.ok and torch.equal(out, x)
+
+
+def run_shared_ring(releasers, **options):
+    x = torch.randn(4 * R, C).to(torch.float16)
+    out = torch.full((2, 4 * R, C), float("nan"), dtype=torch.float16)
+    report = shared_ring[(1,)](TensorDescriptor.from_tensor(x, [R, C]), out, 4, RELEASERS=releasers,
+                               backend="sim", sim_options=tlx.sim.SimOptions(**options))
+    return x, out, report
+
+
+def test_release_left_out_of_arrive_count_is_named_in_the_first_round():
+    """One replica's release completes the phase and the producer refills the slot the other still reads.
+    Every such race names the barrier's count: once both replicas have arrived on it, by the two arriving
+    tasks; in the first round, before the second has, by the phase's arrivals and the reader not among them."""
+    _, _, report = run_shared_ring(1, schedules=4, collect_all=True)
+    races = [e for e in report.errors if isinstance(e, tlx.sim.OverwriteBeforeReleaseError)]
+    assert races, report.render()
+    for err in races:
+        assert err.line == marker_line(HERE, "shared-overwrite") and "arrive_count 1" in err.details, str(err)
+    first_round = [e for e in races if "was not among them" in e.details]
+    assert first_round, report.render()
+    err = first_round[0]
+    reader = err.other.replica
+    assert err.other.op == "local_load" and err.other.task == 1
+    assert (f"task 0 replica 0 waited on empty[0], whose phase completed with arrivals from task 1 replica "
+            f"{1 - reader} (arrive_count 1); task 1 replica {reader} read the buffer but was not among them"
+            in err.details), str(err)
+
+
+def test_shared_ring_twin_is_clean():
+    x, out, report = run_shared_ring(2, schedules=8)
+    assert report.ok and torch.equal(out[0], x) and torch.equal(out[1], x)
 
 
 def test_deadlock_report_lists_each_wait():

@@ -50,7 +50,7 @@ def record_read(ctx: OpContext, buf: BufferView, what: str) -> None:
                 details="wait on the barrier that the write completes (its 'full' barrier, this phase) before "
                         "reading"))
             break
-    own.reads[ctx.task.component] = Access(current_epoch(ctx), ctx.site, what)
+    own.reads[ctx.task.component] = Access(current_epoch(ctx), ctx.site, what, who=ctx.task.label)
 
 
 def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
@@ -84,7 +84,7 @@ def check_write(ctx: OpContext, buf: BufferView, what: str) -> None:
             ctx.report(OverwriteBeforeReleaseError(
                 f"{what} overwrites {buf.label} while a reader may still use it (no release since its read)",
                 ctx.site, target=buf.alloc.name, slot=buf.slot, other=r.site,
-                details=_early_release_hint(guards) or
+                details=_early_release_hint(guards) or _unreleased_reader_hint(guards, task.label, r) or
                 "the reader must arrive on an 'empty' barrier that this writer waits on before the write"))
             break
     if fresh:
@@ -97,6 +97,21 @@ def _early_release_hint(guards) -> str:
     """When a barrier this write waited on has more arriving tasks than its arrive_count, the wait passed on
     a phase that completed early: say so instead of asking for a wait the writer did make."""
     return "\n".join(h for h in sorted(arrive_count_hint(bar) for bar in guards) if h)
+
+
+def _unreleased_reader_hint(guards, writer: str, read: Access) -> str:
+    """The phases this write's waits passed on, and that the reader was not among their arrivals: names
+    the barrier to count the reader on (an arrive_count too low shows here before every task has arrived)."""
+    lines = []
+    for bar in sorted(guards, key=lambda b: b.label):
+        st = bar.state
+        arrivers = st.completed_arrivers.get(st.seen_by.get(writer, st.phase) - 1)
+        if arrivers is not None and read.who not in arrivers:
+            lines.append(f"{writer} waited on {bar.label}, whose phase completed with arrivals from "
+                         f"{', '.join(arrivers) or 'no task'} (arrive_count {st.arrive_count}); {read.who} read "
+                         f"the buffer but was not among them. If {read.who} releases it on {bar.label}, "
+                         f"arrive_count must count it too; else it must arrive there after its read")
+    return "\n".join(lines)
 
 
 def set_write(buf: BufferView, access: Access) -> None:

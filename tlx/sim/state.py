@@ -86,6 +86,7 @@ class Access:
     what: str                      # "tma load", "local_store", "local_load", ...
     landed: bool = True            # False while an async write (TMA, cp.async) is in flight
     phase: int | None = None       # the barrier phase a TMA load completes
+    who: str = ""                  # the reading task's label (a read's record; for the overwrite hints)
 
 
 @dataclass
@@ -200,6 +201,7 @@ class MBarrierState:
         self.arrive_count = arrive_count
         self.phase = 0
         self.completed_clocks: dict[int, VectorClock] = {-1: init_clock}
+        self.completed_arrivers: dict[int, list[str]] = {}   # the last two completed phases' arriving tasks
         self.exposed_waits: list = []   # passed waits a late warp may still be before (warpgroup_sync.py)
         self.seen_by: dict[str, int] = {}   # task label -> the phase count when its last wait passed
         self.ever_arrived: set[str] = set()   # every task that arrived on it (for the arrive_count hint)
@@ -226,6 +228,8 @@ class MBarrierState:
     def complete(self) -> None:
         self.completed_clocks[self.phase] = self.clock
         self.completed_clocks.pop(self.phase - 2, None)   # only the last two matter for a parity wait
+        self.completed_arrivers[self.phase] = self.arrivers
+        self.completed_arrivers.pop(self.phase - 2, None)
         self.phase += 1
         self.new_phase()
 
