@@ -100,18 +100,21 @@ def _early_release_hint(guards) -> str:
 
 
 def _unreleased_reader_hint(guards, writer: str, read: Access) -> str:
-    """The phases this write's waits passed on, and that the reader was not among their arrivals: names
-    the barrier to count the reader on (an arrive_count too low shows here before every task has arrived)."""
-    lines = []
+    """The phases this write's waits passed on, when the reader was among none of their arrivals: names the
+    barrier to count the reader on (an arrive_count too low shows here before every task has arrived)."""
+    observed = []
     for bar in sorted(guards, key=lambda b: b.label):
         st = bar.state
         arrivers = st.completed_arrivers.get(st.seen_by.get(writer, st.phase) - 1)
-        if arrivers is not None and read.who not in arrivers:
-            lines.append(f"{writer} waited on {bar.label}, whose phase completed with arrivals from "
-                         f"{', '.join(arrivers) or 'no task'} (arrive_count {st.arrive_count}); {read.who} read "
-                         f"the buffer but was not among them. If {read.who} releases it on {bar.label}, "
-                         f"arrive_count must count it too; else it must arrive there after its read")
-    return "\n".join(lines)
+        if arrivers is not None:
+            if read.who in arrivers:     # it did release to this write: the race is elsewhere
+                return ""
+            observed.append((bar, arrivers))
+    return "\n".join(
+        f"{writer} waited on {bar.label}, whose phase completed with arrivals from {', '.join(arrivers) or 'no task'}"
+        f" (arrive_count {bar.state.arrive_count}); {read.who} read the buffer but was not among them. If "
+        f"{read.who} releases it on {bar.label}, arrive_count must count it too; else it must arrive there "
+        f"after its read" for bar, arrivers in observed)
 
 
 def set_write(buf: BufferView, access: Access) -> None:
