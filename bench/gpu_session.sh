@@ -5,7 +5,8 @@
 # TESTS_K=EXPR limits the GPU tests to pytest -k EXPR (and TLX_GPU_SHARD=i/n to every n-th of them, tests/gpu/sharding.py);
 # TESTS_JOBS=N runs them in N pytest-xdist workers sharing the GPU (the suite is compile-bound: one process ran
 # about 150 tests in 210 s on an H100; eight workers ran all 454 in 124 s, but one test's fp32 reference then
-# ran out of the card's 80 GB; four ran all 454 in 253 s, so use 4); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS, GEMM_ARGS and CLOCKS_ARGS pass
+# ran out of the card's 80 GB; four ran all 454 in 253 s, so use 4; 465 tests
+# needed more than 280 s with four on 2026-12-08: give the part 340 s); SWEEP_ARGS, ATTENTION_ARGS, ATRACE_ARGS, GEMM_ARGS and CLOCKS_ARGS pass
 # options to attention_sweep.py, attention.py, attention_trace.py, gemm.py and clock_probe.py; `ncu` profiles the second launch of the kernel
 # whose name matches NCU_KERNEL (default: the tlx attention kernel) in bench/${PROFILE:-attention}_profile.py ${PROFILE_ARGS}
 # (PROFILE=gemm: bench/gemm_profile.py, with NCU_KERNEL=matmul or nvjet) into $OUT/ncu.ncu-rep,
