@@ -260,7 +260,8 @@ def main():
                        **time_row(q, k, v, causal, shaped, ref, args.rounds, len(rows))}
                 row.update({f"{n}_config": repr(shaped[n]) for n in shaped if callable(cands[n])})
                 rows.append(row)
-                cells = "  ".join(f"{n} {row.get(n + '_tflops', 0):6.1f}" for n in cands)
+                cells = "  ".join(f"{n} refused" if f"{n}_error" in row else f"{n} {row.get(n + '_tflops', 0):6.1f}"
+                                  for n in cands)   # the reason is in the JSON row ({name}_error)
                 errs = [row[f"{n}_rel_err"] for n in cands if f"{n}_rel_err" in row]
                 worst = f"  max rel err {max(errs):.1e}" if errs else ""
                 print(f"D={D:3d} S={S:5d} causal={int(causal)}  cudnn {row['cudnn_tflops']:6.1f}  {cells}{worst}",
