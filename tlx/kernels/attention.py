@@ -1710,9 +1710,9 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
     num_m = triton.cdiv(rows, cfg.BM)
     num_tiles = num_m * shape.B * shape.H
     programs = min(num_tiles, cfg.PROGRAMS or num_sms(q.device))
-    if cfg.CLUSTER > 1 and not cfg.PROGRAMS:
-        programs -= programs % cfg.CLUSTER                  # whole clusters (an odd SM count leaves one out)
     if cfg.CLUSTER > 1:
+        if not cfg.PROGRAMS:
+            programs -= programs % cfg.CLUSTER              # whole clusters (an odd SM count leaves one out)
         check_cluster(cfg, shape, features, num_m, programs)
     if trace is not None:
         if not cfg.PERSISTENT:

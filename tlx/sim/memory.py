@@ -104,15 +104,15 @@ def _unreleased_reader_hint(guards, writer: str, read: Access) -> str:
     barrier to count the reader on (an arrive_count too low shows here before every task has arrived)."""
     observed = []
     for bar in sorted(guards, key=lambda b: b.label):
-        st = bar.state
-        arrivers = st.completed_arrivers.get(st.seen_by.get(writer, st.phase) - 1)
-        if arrivers is not None:
-            if read.who in arrivers:     # it did release to this write: the race is elsewhere
-                return ""
-            observed.append((bar, arrivers))
+        passed = bar.state.completed.get(bar.state.seen_by[writer] - 1)
+        if passed is None or not passed.arrivers:     # older than a parity wait sees, or the initialisation
+            continue
+        if read.who in passed.arrivers:               # it did release to this write: the race is elsewhere
+            return ""
+        observed.append((bar, passed.arrivers))
     return "\n".join(
-        f"{writer} waited on {bar.label}, whose phase completed with arrivals from {', '.join(arrivers) or 'no task'}"
-        f" (arrive_count {bar.state.arrive_count}); {read.who} read the buffer but was not among them. If "
+        f"{writer} waited on {bar.label}, whose phase completed with arrivals from {', '.join(arrivers)} "
+        f"(arrive_count {bar.state.arrive_count}); {read.who} read the buffer but was not among them. If "
         f"{read.who} releases it on {bar.label}, arrive_count must count it too; else it must arrive there "
         f"after its read" for bar, arrivers in observed)
 

@@ -190,6 +190,12 @@ def checked_index(index, size: int, name: str, op: str) -> int:
 
 # -- mbarriers -----------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class CompletedPhase:
+    clock: VectorClock       # what a wait that passes on this phase joins
+    arrivers: list           # the tasks whose arrivals completed it (none for the initialisation, phase -1)
+
+
 class MBarrierState:
     """One mbarrier, counted in whole phases: `phase` phases have completed so far.
 
@@ -200,8 +206,8 @@ class MBarrierState:
     def __init__(self, arrive_count: int, init_clock: VectorClock):
         self.arrive_count = arrive_count
         self.phase = 0
-        self.completed_clocks: dict[int, VectorClock] = {-1: init_clock}
-        self.completed_arrivers: dict[int, list[str]] = {}   # the last two completed phases' arriving tasks
+        # the last two completed phases (a parity wait sees no further back); -1: the barrier's initialisation
+        self.completed: dict[int, CompletedPhase] = {-1: CompletedPhase(init_clock, [])}
         self.exposed_waits: list = []   # passed waits a late warp may still be before (warpgroup_sync.py)
         self.seen_by: dict[str, int] = {}   # task label -> the phase count when its last wait passed
         self.ever_arrived: set[str] = set()   # every task that arrived on it (for the arrive_count hint)
@@ -220,16 +226,14 @@ class MBarrierState:
 
     def clock_seen_by(self, parity: int) -> VectorClock:
         """The clock of the completed phase a passing wait on `parity` observes."""
-        return self.completed_clocks[self.phase - 1]
+        return self.completed[self.phase - 1].clock
 
     def ready_to_complete(self) -> bool:
         return self.arrivals == self.arrive_count and self.delivered == self.expected
 
     def complete(self) -> None:
-        self.completed_clocks[self.phase] = self.clock
-        self.completed_clocks.pop(self.phase - 2, None)   # only the last two matter for a parity wait
-        self.completed_arrivers[self.phase] = self.arrivers
-        self.completed_arrivers.pop(self.phase - 2, None)
+        self.completed[self.phase] = CompletedPhase(self.clock, self.arrivers)
+        self.completed.pop(self.phase - 2, None)
         self.phase += 1
         self.new_phase()
 
