@@ -613,14 +613,20 @@ def test_attention_poly_exp2(D, causal, cfg):
     assert rel_err(lse, ref_lse) <= 1e-4
 
 
-@pytest.mark.parametrize("causal,cfg", [
+@pytest.mark.parametrize("causal,cfg,D", [
     (False, attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True,
-                             RELEASE_K_EARLY=True, Q_IN_REGS=True)),
-    (True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, Q_IN_REGS=True))],
-    ids=["persistent", "grid-pingpong-causal"])
-def test_attention_q_in_registers(causal, cfg):
-    """Q_IN_REGS (D=128's default): Q loaded once into registers for the pipelined loop's Q K^T."""
-    q, k, v = (torch.randn(1, 2, 512, 128, dtype=torch.float16) for _ in range(3))
+                             RELEASE_K_EARLY=True, Q_IN_REGS=True), 128),
+    (True, attention.Config(STAGES=3, PIPELINE=True, PINGPONG=True, Q_IN_REGS=True), 128),
+    # D=64's two-consumer defaults below 2048 keys with it (a GPU sweep candidate): 256-key blocks non-causal,
+    # the balanced persistent tiles with the half diagonal causal
+    (False, attention.Config(BN=256, PERSISTENT=True, PROGRAMS=2, O_BUFFER=True, Q_IN_REGS=True), 64),
+    (True, attention.Config(PERSISTENT=True, PROGRAMS=2, O_BUFFER=True, P_EARLY=True, BALANCED=True, DYNAMIC=True,
+                            HALF_DIAGONAL=True, Q_IN_REGS=True), 64)],
+    ids=["persistent", "grid-pingpong-causal", "d64-wide", "d64-balanced-causal"])
+def test_attention_q_in_registers(causal, cfg, D):
+    """Q_IN_REGS (D=128's default, a candidate for D=64's two-consumer tiles): Q loaded once into registers
+    for every loop's Q K^T."""
+    q, k, v = (torch.randn(1, 2, 512, D, dtype=torch.float16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
     out, lse = attention.attention(q, k, v, causal=causal, config=cfg, out=out, backend="sim", return_lse=True)
     ref, ref_lse = reference(q, k, v, causal=causal)
