@@ -319,6 +319,26 @@ def test_bad_cu_seqlens_values(cu_q, msg):
                             cu_seqlens_k=torch.tensor([0, 64, 128], dtype=torch.int32), backend="sim")
 
 
+@pytest.mark.parametrize("q_shape,k_shape,layout", [((0, 2, 128, 64), (0, 2, 128, 64), "bhsd"),
+                                                     ((1, 0, 128, 64), (1, 0, 128, 64), "bhsd"),
+                                                     ((0, 100, 2, 64), (0, 0, 2, 64), "bshd"),
+                                                     ((2, 100, 2, 64), (2, 0, 2, 64), "bshd")],
+                         ids=["no-batch", "no-heads", "bshd-no-batch", "bshd-no-keys"])
+@pytest.mark.parametrize("activation", ["softmax", "gelu"])
+def test_empty_problems(q_shape, k_shape, layout, activation):
+    """Nothing to compute: an empty output, or rows that attend no key (output 0, LSE -inf), as the kernel gives
+    an empty sequence of a packed batch; the poisoned `out` is written."""
+    q, k = torch.randn(q_shape, dtype=F16), torch.randn(k_shape, dtype=F16)
+    out = torch.full_like(q, float("nan"))
+    res = attention.attention(q, k, k, layout=layout, out=out, activation=activation,
+                              return_lse=activation == "softmax", backend="sim")
+    o, lse = res if activation == "softmax" else (res, None)
+    assert o.shape == q.shape and not o.isnan().any() and (o == 0).all()
+    if lse is not None:
+        B, H, S = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
+        assert lse.shape == (B, H, S) and (lse == float("-inf")).all()
+
+
 def test_return_lse_needs_softmax():
     q = q4(1, 2, 128, 64)
     with pytest.raises(ValueError, match="'return_lse' needs activation='softmax'"):

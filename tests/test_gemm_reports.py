@@ -53,6 +53,34 @@ def test_operand_errors():
         gemm.Config("persistent", BM=64)
 
 
+def test_out_errors():
+    """A wrong `out` is refused before any launch: the kernels would store a clipped or reinterpreted C."""
+    a, b = torch.randn(128, 64, dtype=torch.float16), torch.randn(64, 128, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"'out' must be a torch.float16 tensor of shape \(128, 128\) .* got "
+                                         r"torch.float16 \(64, 128\)"):
+        gemm.matmul(a, b, out=torch.empty(64, 128, dtype=torch.float16), backend="sim")
+    with pytest.raises(ValueError, match=r"'out' must be of the input dtype torch.float16 or float32, got torch.bfloat16"):
+        gemm.matmul(a, b, out=torch.empty(128, 128, dtype=torch.bfloat16), backend="sim")
+    with pytest.raises(ValueError, match=r"'out' must be a torch.float32 tensor .* got torch.float16"):
+        gemm.matmul(a, b, out=torch.empty(128, 128, dtype=torch.float16), out_dtype=torch.float32, backend="sim")
+    with pytest.raises(ValueError, match=r"'out' must be row-major .* got strides \(1, 128\)"):
+        gemm.matmul(a, b, out=torch.empty(128, 128, dtype=torch.float16).T, backend="sim")
+
+
+@pytest.mark.parametrize("M,N,K", [(0, 128, 64), (128, 0, 64), (128, 128, 0)])
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_empty_problems(M, N, K, act):
+    """As torch.matmul: an empty C when M or N is 0, act(bias) (zeros without one) when K is 0; `out` is written."""
+    a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+    bias = torch.randn(N, dtype=torch.float16) if act else None
+    out = torch.full((M, N), float("nan"), dtype=torch.float32)
+    c = gemm.matmul(a, b, out=out, bias=bias, activation=act, backend="sim")
+    ref = a.double() @ b.double() + (0 if bias is None else bias.double())
+    ref = torch.nn.functional.gelu(ref) if act else ref
+    assert c is out and c.shape == (M, N)
+    assert torch.allclose(c.double(), ref, rtol=1e-5, atol=1e-6)
+
+
 def test_pingpong_gemm_report():
     a, b = _operands(False, True, torch.float16)
     c = torch.empty(a.shape[0], b.shape[1], dtype=torch.float16)

@@ -1456,7 +1456,7 @@ def check_inputs(q, k, v, layout: str, cu_seqlens_q=None, cu_seqlens_k=None, con
         (B, S, H, D), (Sk, Hk) = q.shape, k.shape[1:3]
     if D not in (64, 128, 256):
         raise _error(f"head dim must be 64, 128 or 256, got {D}")
-    if Hk == 0 or H % Hk:
+    if (Hk == 0 and H) or (Hk and H % Hk):           # no heads at all is an empty problem (attention)
         raise _error(f"query heads ({H}) must be a multiple of key/value heads ({Hk}) for GQA/MQA")
     if layout == "bhsd":              # "bshd" of any lengths runs as packed sequences (_bshd_as_packed)
         if Sk != S:
@@ -1760,7 +1760,7 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     LSE: [B, H, S] (natural log), [H, total_q] for "thd"; -inf for a row that attends nothing (its
     output row is 0). `out`: an optional output tensor shaped like q. `sim_options`: for backend="sim"."""
     import torch
-    if layout == "bshd" and cu_seqlens_q is None and q.dim() == 4 and k.dim() == 4 and \
+    if layout == "bshd" and cu_seqlens_q is None and q.dim() == 4 and k.dim() == 4 and q.shape[0] and \
             _ragged(q.shape[1], k.shape[1], q.shape[-1], config):
         return _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options,
                                window=window, softcap=softcap, score_mod=score_mod, mask_mod=mask_mod,
@@ -1781,7 +1781,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     if activation == "softmax":
         lse_shape = (shape.H, shape.S_q) if shape.varlen else (shape.B, shape.H, shape.S_q)
         lse = torch.empty(lse_shape, device=q.device, dtype=torch.float32)
-    if (longest if shape.varlen else shape.S_q) == 0:     # every query sequence is empty
+    no_queries = (longest if shape.varlen else shape.S_q) == 0 or shape.B == 0 or shape.H == 0
+    if no_queries or shape.S_k == 0:                      # no output rows, or rows that attend no key (output 0)
         o.zero_()
         if lse is not None:
             lse.fill_(float("-inf"))

@@ -706,7 +706,7 @@ def check_operands(a, b, bias=None, activation=None, out_dtype=None) -> None:
     if a.device != b.device:
         raise ValueError(f"tlx.matmul: 'a' and 'b' must be on one device, got {a.device} and {b.device}")
     for name, t in (("a", a), ("b", b)):
-        if not _tma_ok(t):
+        if t.numel() and not _tma_ok(t):                 # an empty operand is never loaded (matmul)
             raise ValueError(f"tlx.matmul: '{name}' must be row- or column-major with a 16-byte aligned base and "
                              f"pitch (TMA), got strides {t.stride()} of {t.dtype}; pass a padded .contiguous() copy")
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != b.shape[1] or bias.device != a.device):
@@ -718,6 +718,30 @@ def check_operands(a, b, bias=None, activation=None, out_dtype=None) -> None:
         raise ValueError(f"tlx.matmul: 'out_dtype' must be float16, bfloat16 or float32, got {out_dtype}")
     if out_dtype is not None and str(out_dtype).replace("torch.", "") != "float32" and out_dtype != a.dtype:
         raise ValueError(f"tlx.matmul: 'out_dtype' must be the input dtype {a.dtype} or float32, got {out_dtype}")
+
+
+def check_out(out, M: int, N: int, out_dtype, device) -> None:
+    """`out` as the kernels store C through a TMA descriptor: [M, N] of the output dtype on the operands' device,
+    rows contiguous, 16-byte aligned base and pitch (a view into a wider buffer is fine)."""
+    if tuple(out.shape) != (M, N) or out.dtype != out_dtype or out.device != device:
+        raise ValueError(f"tlx.matmul: 'out' must be a {out_dtype} tensor of shape ({M}, {N}) on {device}, got "
+                         f"{out.dtype} {tuple(out.shape)} on {out.device}")
+    if out.numel() and (out.stride(1) != 1 or not _tma_ok(out)):
+        raise ValueError(f"tlx.matmul: 'out' must be row-major with a 16-byte aligned base and pitch (TMA), got "
+                         f"strides {out.stride()} of {out.dtype}")
+
+
+def empty_product(c, bias, activation):
+    """C = act(bias) (0 without one) for K = 0, where A @ B is all zeros: torch.matmul's answer, computed on the
+    host side since no tile has a K step to run."""
+    import torch
+    import torch.nn.functional as F
+    c.zero_()
+    if bias is not None:
+        c += bias.to(c.dtype)
+    if activation is not None:
+        c.copy_({"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[activation](c.float()))
+    return c
 
 
 def launch_args(a, b, c, cfg: Config, bias=None, activation=None, programs: int | None = None, trace=None):
@@ -909,16 +933,23 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
     """C = act(A @ B + bias) with a tlx kernel. `config`: a Config, None (the shape table; with
     TLX_TUNE=1 in the environment, "tune") or "tune" (the fastest configuration measured on this GPU
     for this exact problem, timed on first use and remembered on disk). `backend="sim"` runs it on
-    the CPU simulator."""
+    the CPU simulator. `out`: C's tensor, [M, N] of `out_dtype` (None: out's own dtype, else the input
+    dtype). Empty problems answer as torch.matmul does: M or N = 0 an empty C, K = 0 act(bias) or zeros."""
     import os
 
     import torch
+    if out is not None and out_dtype is None and str(out.dtype) not in (str(a.dtype), "torch.float32"):
+        raise ValueError(f"tlx.matmul: 'out' must be of the input dtype {a.dtype} or float32, got {out.dtype}")
+    out_dtype = out_dtype or (out.dtype if out is not None else a.dtype)
     check_operands(a, b, bias, activation, out_dtype)
     if isinstance(config, str) and config != "tune":
         raise ValueError(f"tlx.matmul: 'config' must be a gemm.Config, None or \"tune\", got {config!r}")
-    out_dtype = out_dtype or a.dtype
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
+    if out is not None:
+        check_out(out, M, N, out_dtype, a.device)
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
+    if M == 0 or N == 0 or K == 0:                       # no tile, or no K step: nothing for a kernel to do
+        return empty_product(c, bias, activation)
     if config == "tune" or (config is None and os.environ.get("TLX_TUNE") == "1"):
         config = tuned_config(a, b, c, bias, activation, backend, programs)   # measured once, then remembered
     transposed = column_major(a) or column_major(b)
