@@ -339,6 +339,19 @@ def test_empty_problems(q_shape, k_shape, layout, activation):
         assert lse.shape == (B, H, S) and (lse == float("-inf")).all()
 
 
+def test_out_aliasing():
+    """`out` may be q itself (each tile reads its Q rows before storing those rows); over k or v, which every
+    tile reads, it is refused (the simulator gave 47% error into v)."""
+    q, k, v = (torch.randn(1, 2, 256, 64, dtype=F16) for _ in range(3))
+    ref, _ = reference(q, k, v)
+    q_in_place = q.clone()
+    out = attention.attention(q_in_place, k, v, out=q_in_place, backend="sim")
+    assert out.data_ptr() == q_in_place.data_ptr() and rel_err(out, ref) <= 1e-2
+    for name, t in (("k", k), ("v", v)):
+        with pytest.raises(ValueError, match=f"'out' must not share memory with '{name}'"):
+            attention.attention(q, k, v, out=t, backend="sim")
+
+
 def test_return_lse_needs_softmax():
     q = q4(1, 2, 128, 64)
     with pytest.raises(ValueError, match="'return_lse' needs activation='softmax'"):

@@ -65,6 +65,13 @@ def test_out_errors():
         gemm.matmul(a, b, out=torch.empty(128, 128, dtype=torch.float16), out_dtype=torch.float32, backend="sim")
     with pytest.raises(ValueError, match=r"'out' must be row-major .* got strides \(1, 128\)"):
         gemm.matmul(a, b, out=torch.empty(128, 128, dtype=torch.float16).T, backend="sim")
+    square = torch.randn(128, 128, dtype=torch.float16)              # C = A @ B into A: every tile reads A's rows
+    with pytest.raises(ValueError, match=r"'out' must not share memory with 'a'"):
+        gemm.matmul(square, square.clone(), out=square, backend="sim")
+    with pytest.raises(ValueError, match=r"'out' must not share memory with 'b'"):
+        gemm.matmul(square.clone(), square, out=square, backend="sim")
+    wide = torch.randn(128, 256, dtype=torch.float16)                # disjoint halves of one buffer are fine
+    gemm.matmul(wide[:, :128].contiguous(), wide[:, :128].contiguous(), out=wide[:, 128:], backend="sim")
 
 
 @pytest.mark.parametrize("M,N,K", [(0, 128, 64), (128, 0, 64), (128, 128, 0)])

@@ -173,6 +173,19 @@ def test_default_config_matches_reference(D, S, causal, lean):
         assert rel_err(out, ref) <= 1e-2
 
 
+@pytest.mark.parametrize("D,S,causal", [(64, 1024, False), (64, 2048, True), (128, 4096, False), (128, 2048, True),
+                                        (256, 1024, False)])
+def test_in_place_output(D, S, causal):
+    """out=q: the defaults (persistent, a second Q buffer loading the next tile, two-CTA clusters at D=128) store
+    each tile's rows only after that tile's Q has landed, and no other tile reads them."""
+    B, H = 2, 4
+    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    out = attention.attention(q, k, v, causal=causal, out=q)
+    torch.cuda.synchronize()
+    assert out.data_ptr() == q.data_ptr() and rel_err(out, ref) <= 1e-2
+
+
 @pytest.mark.parametrize("D,kw", [(128, dict(causal=True, window=(300, 0))), (64, dict(window=(256, 256))),
                                   (128, dict(softcap=30.0, causal=True)), (64, dict(activation="gelu", scale=0.02)),
                                   (256, dict(causal=True))])

@@ -40,6 +40,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
+from tlx.kernels.aliasing import shares_memory
 from tlx.kernels.cluster import cluster_rank, cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
@@ -1758,7 +1759,8 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
     """act(q k^T * scale [+ masks]) v. softmax (default) normalizes and can return the LSE; "gelu"/"silu"
     do not. q [B, H, S, D] (layout "bshd": [B, S, H, D]; "thd": packed [total, H, D] with cu_seqlens).
     LSE: [B, H, S] (natural log), [H, total_q] for "thd"; -inf for a row that attends nothing (its
-    output row is 0). `out`: an optional output tensor shaped like q. `sim_options`: for backend="sim"."""
+    output row is 0). `out`: an optional output tensor shaped like q (q itself runs in place; one
+    overlapping k or v is refused). `sim_options`: for backend="sim"."""
     import torch
     if layout == "bshd" and cu_seqlens_q is None and q.dim() == 4 and k.dim() == 4 and q.shape[0] and \
             _ragged(q.shape[1], k.shape[1], q.shape[-1], config):
@@ -1774,6 +1776,11 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                             or not out.is_contiguous()):
         raise _error(f"'out' must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)} on {q.device}, got "
                      f"{out.dtype} {tuple(out.shape)} on {out.device}")
+    in_place = out is not None and out.data_ptr() == q.data_ptr()   # (same shape and contiguity, checked above)
+    for name, t in (("q", None if in_place else q), ("k", k), ("v", v)):   # each tile reads its Q rows before it
+        if out is not None and shares_memory(out, t):                       # stores those same rows; K and V are
+            raise _error(f"'out' must not share memory with '{name}' (tiles still reading it would see outputs "
+                         "already stored); pass a separate output, or q itself")          # read by every tile
     longest = check_seqlens(cu_seqlens_q, cu_seqlens_k, shape) if shape.varlen else 0
     scale = 1.0 / math.sqrt(shape.D) if scale is None else float(scale)
     o = torch.empty_like(q) if out is None else out

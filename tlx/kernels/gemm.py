@@ -24,6 +24,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
+from tlx.kernels.aliasing import shares_memory
 from tlx.kernels.cluster import cluster_rank, cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
@@ -934,7 +935,7 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
     TLX_TUNE=1 in the environment, "tune") or "tune" (the fastest configuration measured on this GPU
     for this exact problem, timed on first use and remembered on disk). `backend="sim"` runs it on
     the CPU simulator. `out`: C's tensor, [M, N] of `out_dtype` (None: out's own dtype, else the input
-    dtype). Empty problems answer as torch.matmul does: M or N = 0 an empty C, K = 0 act(bias) or zeros."""
+    dtype), sharing no memory with a, b or bias. Empty problems answer as torch.matmul does: M or N = 0 an empty C, K = 0 act(bias) or zeros."""
     import os
 
     import torch
@@ -947,6 +948,10 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out is not None:
         check_out(out, M, N, out_dtype, a.device)
+        for name, t in (("a", a), ("b", b), ("bias", bias)):
+            if shares_memory(out, t):
+                raise ValueError(f"tlx.matmul: 'out' must not share memory with '{name}' (tiles still reading it "
+                                 "would see results already stored); pass a separate output")
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
     if M == 0 or N == 0 or K == 0:                       # no tile, or no K step: nothing for a kernel to do
         return empty_product(c, bias, activation)
