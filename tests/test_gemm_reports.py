@@ -47,6 +47,8 @@ def test_operand_errors():
     odd = torch.randn(64, 65, dtype=torch.float16)[:, :64]    # pitch 130 bytes: TMA cannot address it
     with pytest.raises(ValueError, match=r"'a' must be row- or column-major with a 16-byte aligned"):
         gemm.check_operands(odd, a)
+    with pytest.raises(ValueError, match=r"'bias' must be contiguous, got stride 2"):   # read as [0, 1, ...]
+        gemm.check_operands(a, a, bias=torch.randn(128, dtype=torch.float16)[::2])
     with pytest.raises(ValueError, match=r"'a' and 'b' must be 2-D"):
         gemm.check_operands(a[0], a)
     with pytest.raises(tlx.ConfigRejected, match=r"'BM' must be 128 for 'persistent'"):

@@ -713,6 +713,8 @@ def check_operands(a, b, bias=None, activation=None, out_dtype=None) -> None:
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != b.shape[1] or bias.device != a.device):
         raise ValueError(f"tlx.matmul: 'bias' must be 1-D of size N={b.shape[1]} on {a.device}, got "
                          f"{tuple(bias.shape)} on {bias.device}")
+    if bias is not None and bias.shape[0] > 1 and bias.stride(0) != 1:   # the epilogue reads it at unit stride
+        raise ValueError(f"tlx.matmul: 'bias' must be contiguous, got stride {bias.stride(0)}; pass bias.contiguous()")
     if activation not in ACTIVATIONS:
         raise ValueError(f"tlx.matmul: 'activation' must be one of {ACTIVATIONS}, got {activation!r}")
     if out_dtype is not None and str(out_dtype).replace("torch.", "") not in (*SUPPORTED, "float32"):
