@@ -319,6 +319,14 @@ def test_bad_cu_seqlens_values(cu_q, msg):
                             cu_seqlens_k=torch.tensor([0, 64, 128], dtype=torch.int32), backend="sim")
 
 
+def test_strided_cu_seqlens_refused():
+    """A strided view of prefix sums is refused (the kernel read every entry at unit stride: NaN outputs)."""
+    q = q4(300, 2, 64)
+    cu = torch.tensor([0, 0, 100, 100, 300, 300], dtype=torch.int32)[::2]
+    with pytest.raises(ValueError, match="'cu_seqlens_q' must be contiguous, got stride 2"):
+        attention.attention(q, q, q, layout="thd", cu_seqlens_q=cu, cu_seqlens_k=cu.contiguous(), backend="sim")
+
+
 @pytest.mark.parametrize("q_shape,k_shape,layout", [((0, 2, 128, 64), (0, 2, 128, 64), "bhsd"),
                                                      ((1, 0, 128, 64), (1, 0, 128, 64), "bhsd"),
                                                      ((0, 100, 2, 64), (0, 0, 2, 64), "bshd"),

@@ -1435,6 +1435,8 @@ def _check_cu_seqlens(q, cu_q, cu_k, layout: str) -> None:
         if cu.dim() != 1 or cu.shape[0] < 2 or str(cu.dtype) != "torch.int32" or cu.device != q.device:
             raise _error(f"'{name}' must be a 1-D int32 tensor of B+1 >= 2 prefix sums on {q.device}, got shape "
                          f"{tuple(cu.shape)} {cu.dtype} on {cu.device}")
+        if cu.stride(0) != 1:                                      # the kernel reads entry b at cu + b
+            raise _error(f"'{name}' must be contiguous, got stride {cu.stride(0)}; pass {name}.contiguous()")
     if cu_q.shape != cu_k.shape:
         raise _error(f"'cu_seqlens_q' and 'cu_seqlens_k' must both hold B+1 entries, got {cu_q.shape[0]} and "
                      f"{cu_k.shape[0]}")
