@@ -60,6 +60,27 @@ def test_num_regs_over_budget():
 
 
 @tlx.jit
+def _two_tasks(x_ptr):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tl.store(x_ptr, 1.0)
+        with tlx.async_task(num_warps=4):
+            tl.store(x_ptr + 1, 2.0)
+
+
+@pytest.mark.parametrize("backend", ["gluon", "sim"])
+@pytest.mark.parametrize("num_warps", [1, 2])
+def test_async_tasks_need_whole_warp_groups(num_warps, backend):
+    """Gluon refused these with a bare "error encountered during parsing"; the simulator ran them."""
+    msg = rf"tlx.async_tasks: 'num_warps' must be a multiple of 4 .*got {num_warps}"
+    with pytest.raises(tlx.TlxCompileError, match=msg):
+        if backend == "gluon":
+            _compile(_two_tasks, torch.empty(4), num_warps=num_warps)
+        else:
+            _two_tasks[(1,)](torch.empty(4), num_warps=num_warps, backend="sim")
+
+
+@tlx.jit
 def _bad_dot(a_desc, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     a = tlx.local_alloc((M, K), tl.float16, 1)
     b = tlx.local_alloc((K, N), tl.float16, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from triton.experimental.gluon import language as gl
 
 from ..errors import TlxCompileError
-from ..language.tasks import budget_check
+from ..language.tasks import budget_check, default_warps_check
 from .rules import gluon_rule
 
 # Gluon's lowering of a region uses hardware barriers 0 (CTA), 1 (region) and 2.. (one per worker):
@@ -24,6 +24,7 @@ def _warp_specialize(ctx, partitions, worker_num_warps, worker_num_regs, default
                     f"tlx.async_task: task {index} captures '{name}', a register tensor of shape {list(value.shape)}; "
                     "non-default tasks may capture only scalars, buffers, barriers and descriptors "
                     "(compute it inside the task, or pass it through shared memory)")
+    default_warps_check(ctx.num_warps)
     regs = list(worker_num_regs)
     if not any(regs):
         # no request: no setmaxnreg; Gluon needs a number, so give workers what an even split leaves

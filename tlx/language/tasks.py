@@ -75,6 +75,14 @@ def warp_specialize(v, partitions, worker_num_warps, worker_num_regs, default_nu
     # the register budget depends on the kernel's num_warps: each backend calls budget_check
 
 
+def default_warps_check(num_warps: int) -> None:
+    """The default task runs on the kernel's num_warps, and Gluon's warp specialization needs whole warp
+    groups there (its own error was a bare "error encountered during parsing" at num_warps 1 or 2)."""
+    check(num_warps % 4 == 0, lambda: expected(
+        "async_tasks", "num_warps", "a multiple of 4 for a kernel with async tasks (the default task runs on the "
+        "kernel's warps, in whole warp groups)", num_warps, "launch with num_warps=4"))
+
+
 def budget_check(num_warps: int, default_regs: int | None, worker_warps, worker_regs) -> int:
     """The default task's registers per thread; raises if the request does not fit the register file."""
     def groups(w):  # worker warps are padded to whole warp groups

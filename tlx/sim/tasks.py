@@ -8,7 +8,7 @@ import triton.language as tl
 from ..errors import TlxCompileError
 from ..language import OPS
 from ..language.memory import storage_kind
-from ..language.tasks import budget_check
+from ..language.tasks import budget_check, default_warps_check
 from .rules import OpContext, sim_rule
 from .scheduler import Task, Wait
 
@@ -31,6 +31,7 @@ def task_ids(partitions) -> list[tuple[int, int]]:
 @sim_rule("warp_specialize")
 def _warp_specialize(ctx: OpContext, partitions, worker_num_warps, worker_num_regs, default_num_regs):
     trunk, scheduler = ctx.task, ctx.program.scheduler
+    default_warps_check(trunk.num_warps)
     if any(worker_num_regs):
         budget_check(trunk.num_warps, default_num_regs, worker_num_warps, worker_num_regs)
     warps = [trunk.num_warps, *worker_num_warps]   # the default task runs on the launch's warps
