@@ -319,6 +319,14 @@ def test_bad_cu_seqlens_values(cu_q, msg):
                             cu_seqlens_k=torch.tensor([0, 64, 128], dtype=torch.int32), backend="sim")
 
 
+def test_config_and_causal_types():
+    q = q4(1, 2, 128, 64)
+    with pytest.raises(ValueError, match="'causal' must be True or False, got 'no'"):   # would have read as True
+        attention.attention(q, q, q, causal="no", backend="sim")
+    with pytest.raises(ValueError, match="'config' must be None or an attention.Config, got 'fast'"):
+        attention.attention(q, q, q, config="fast", backend="sim")
+
+
 def test_strided_cu_seqlens_refused():
     """A strided view of prefix sums is refused (the kernel read every entry at unit stride: NaN outputs)."""
     q = q4(300, 2, 64)

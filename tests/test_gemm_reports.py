@@ -55,6 +55,28 @@ def test_operand_errors():
         gemm.Config("persistent", BM=64)
 
 
+@pytest.mark.parametrize("kw,msg", [
+    (dict(STAGES=1), "'STAGES' must be >= 2 .*one stage deadlocks"),    # the simulator's deadlock, a hang on a GPU
+    (dict(BN=96), "'BN' must be a power of two >= 16, got 96"),
+    (dict(BK=8), "'BK' must be a power of two >= 16, got 8"),
+    (dict(kernel="pipelined", BM=32), "'BM' must be a power of two >= 64, got 32"),
+    (dict(GROUP_M=0), "'GROUP_M' must be >= 1"),                         # a division by zero in grouped_tile
+    (dict(num_warps=8), r"'num_warps' must be one of \(4,\) for 'persistent', got 8"),   # ptxas ran out of registers
+    (dict(kernel="pipelined", num_warps=2), r"'num_warps' must be one of \(4, 8\) for 'pipelined', got 2")])
+def test_config_errors(kw, msg):
+    with pytest.raises(tlx.ConfigRejected, match=msg):
+        gemm.Config(**kw)
+
+
+def test_call_errors():
+    a = torch.randn(128, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"'config' must be a gemm.Config, None or \"tune\", got \{'BM': 128\}"):
+        gemm.matmul(a, a.T.contiguous(), {"BM": 128}, backend="sim")
+    for programs in (0, -1, 1.5):                                          # -1 gave NaN outputs on the simulator
+        with pytest.raises(ValueError, match=rf"'programs' must be None or an int >= 1, got {programs}"):
+            gemm.matmul(a, a.T.contiguous(), programs=programs, backend="sim")
+
+
 def test_out_errors():
     """A wrong `out` is refused before any launch: the kernels would store a clipped or reinterpreted C."""
     a, b = torch.randn(128, 64, dtype=torch.float16), torch.randn(64, 128, dtype=torch.float16)

@@ -1769,6 +1769,10 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
         return _bshd_as_packed(q, k, v, causal, scale, backend, return_lse, config, out, sim_options,
                                window=window, softcap=softcap, score_mod=score_mod, mask_mod=mask_mod,
                                activation=activation)
+    if causal not in (True, False):                       # a string such as "no" would read as True
+        raise _error(f"'causal' must be True or False, got {causal!r}")
+    if config is not None and not isinstance(config, Config):
+        raise _error(f"'config' must be None or an attention.Config, got {config!r}")
     features = Features(bool(causal), window, softcap, score_mod, mask_mod, activation)
     if return_lse and activation != "softmax":
         raise _error(f"'return_lse' needs activation='softmax' (no normalization otherwise), got {activation!r}")

@@ -597,6 +597,19 @@ class Config:
     def __post_init__(self):
         if self.kernel not in KERNELS:
             raise ConfigRejected(f"gemm.Config: 'kernel' must be one of {sorted(KERNELS)}, got {self.kernel!r}")
+        for name, least in (("BM", 64), ("BN", 16), ("BK", 16)):   # tiles are powers of two; a warp group's
+            size = getattr(self, name)                                # wgmma computes 64 rows
+            if not isinstance(size, int) or size < least or size & (size - 1):
+                raise ConfigRejected(f"gemm.Config: '{name}' must be a power of two >= {least}, got {size!r}")
+        if self.STAGES < 2:
+            raise ConfigRejected(f"gemm.Config: 'STAGES' must be >= 2 (a consumer frees a stage only after issuing "
+                                 f"the next K step's wgmma, so one stage deadlocks), got {self.STAGES}")
+        if self.GROUP_M < 1:
+            raise ConfigRejected(f"gemm.Config: 'GROUP_M' must be >= 1 (row tiles per L2 group), got {self.GROUP_M}")
+        warps = (4, 8) if self.kernel == "pipelined" else (4,)   # warp-specialized: the producer task's 4 warps
+        if self.num_warps not in warps:
+            raise ConfigRejected(f"gemm.Config: 'num_warps' must be one of {warps} for {self.kernel!r}, got "
+                                 f"{self.num_warps}")
         if self.kernel in ("persistent", "ws") and self.BM != 128:
             raise ConfigRejected(f"gemm.Config: 'BM' must be 128 for {self.kernel!r} (two 64-row consumer groups), "
                                  f"got {self.BM}")
@@ -945,8 +958,10 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
         raise ValueError(f"tlx.matmul: 'out' must be of the input dtype {a.dtype} or float32, got {out.dtype}")
     out_dtype = out_dtype or (out.dtype if out is not None else a.dtype)
     check_operands(a, b, bias, activation, out_dtype)
-    if isinstance(config, str) and config != "tune":
+    if not (config is None or config == "tune" or isinstance(config, Config)):
         raise ValueError(f"tlx.matmul: 'config' must be a gemm.Config, None or \"tune\", got {config!r}")
+    if programs is not None and (not isinstance(programs, int) or isinstance(programs, bool) or programs < 1):
+        raise ValueError(f"tlx.matmul: 'programs' must be None or an int >= 1, got {programs!r}")
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out is not None:
         check_out(out, M, N, out_dtype, a.device)
