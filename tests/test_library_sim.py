@@ -650,8 +650,14 @@ CLUSTER_D128 = attention.Config(STAGES=2, PIPELINE=True, PERSISTENT=True, O_BUFF
     (64, "bhsd", replace(CLUSTER_D128, PROGRAMS=2)),
     (64, "bshd", replace(CLUSTER_D128, PROGRAMS=6)),
     (64, "bhsd", attention.Config(PIPELINE=True, PERSISTENT=True, PINGPONG=True, LEAN_SYNC=True, PROGRAMS=4,
-                                  CLUSTER=2))],
-    ids=["two-ctas", "bshd-partial-round", "pingpong-lean"])
+                                  CLUSTER=2)),
+    # found by a random-Config search on the simulator: 256-key blocks arrive as two 128-row halves (kv_part
+    # once took the second for a WIDE_BN end: a compile error), and PIN_WAIT's store of the row sums before
+    # the release, whose warp-group bar.sync lines the group up for the remote arrive after it (rule 8 once
+    # flagged that arrive)
+    (64, "bhsd", replace(CLUSTER_D128, BN=256, PROGRAMS=2)),
+    (128, "bhsd", replace(CLUSTER_D128, PIN_WAIT=True, P_EARLY=True, PROGRAMS=2))],
+    ids=["two-ctas", "bshd-partial-round", "pingpong-lean", "bn256-halves", "pin-wait"])
 def test_attention_cluster_shares_kv_by_multicast(D, layout, cfg):
     """CLUSTER=2 on the simulator: each CTA of a cluster loads half of every K/V block into both CTAs' stage
     and releases each stage in both; the snake rounds give a cluster two tiles of one head (checked by the

@@ -74,16 +74,20 @@ def dot_result_use(a_desc, b_desc, out_ptr, BUG: tl.constexpr):
 
 
 @tlx.jit
-def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr, MARK: tl.constexpr = False):
+def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr, MARK: tl.constexpr = False,
+                SYNCED: tl.constexpr = False):
     """A producer refills one A/B slot per k step; the consumer waits, multiplies and releases it.
     BUG 1: released before its dot is done. MARK: the wait and the release are marked warpgroup_sync=False
     (no warp-group barrier); BUG 2: the consumer then reads the slot itself after the dot retired, so
     another warp may still read it when the slot is handed back; BUG 3: it hands the slot back with no
-    dot at all, so another warp may still be before the wait when the producer refills the slot."""
+    dot at all, so another warp may still be before the wait when the producer refills the slot.
+    SYNCED (BUG 2's twin): the release keeps its bar.sync and a marked arrive on a spare barrier follows it,
+    as CLUSTER=2's remote arrive follows the local one (release_in_cluster)."""
     A = tlx.local_alloc((64, 32), tl.float16, 1)
     B = tlx.local_alloc((32, 64), tl.float16, 1)
     full = tlx.alloc_barriers(1)
     empty = tlx.alloc_barriers(1)
+    spare = tlx.alloc_barriers(1)
     with tlx.async_tasks():
         with tlx.async_task("default"):
             for k in range(K // 32):
@@ -107,7 +111,11 @@ def dot_release(a_desc, b_desc, out_ptr, K, BUG: tl.constexpr, MARK: tl.constexp
                     acc = tlx.async_dot_wait(0, acc)
                     if BUG == 2:
                         a_tile = tlx.local_load(A[0])
-                    tlx.barrier_arrive(empty[0], warpgroup_sync=not MARK)  # BUG:wg-sync
+                    if SYNCED:
+                        tlx.barrier_arrive(empty[0])
+                        tlx.barrier_arrive(spare[0], warpgroup_sync=False)
+                    else:
+                        tlx.barrier_arrive(empty[0], warpgroup_sync=not MARK)  # BUG:wg-sync
             offs = tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :]
             tl.store(out_ptr + offs, acc)
 
@@ -269,6 +277,8 @@ def test_warpgroup_sync_mark_after_own_shared_read():
     assert_report(info.value, tlx.sim.WarpgroupSyncError, "wg-lag", "dot_release")
     assert "full[0] completes its next phase" in str(info.value) and "miss its phase" in str(info.value)
     ref, out = run_dot(dot_release, 0, K=96, MARK=True)     # the marks after a retired dot are right
+    assert ((out.double() - ref).abs().max() / ref.abs().max()) <= 1e-2
+    ref, out = run_dot(dot_release, 2, K=96, SYNCED=True)   # so is one right after an op that keeps its bar.sync
     assert ((out.double() - ref).abs().max() / ref.abs().max()) <= 1e-2
 
 

@@ -814,13 +814,13 @@ def load_q(k, m0, b, h, q_desc, q_bufs, q_full, q_empty, tile_ids, q_row, q_col,
 @tlx.jit
 def kv_part(buf, end, part: tl.constexpr, BOX: tl.constexpr, BN: tl.constexpr, D: tl.constexpr):
     """Keys part..part+BOX of a K/V stage: the stage's buffer when one box fills it; in a WIDE_BN stage, a
-    64-row view of its first 128 keys (`buf`) or its last 64 (`end`)."""
+    64-row view of its first 128 keys (`buf`) or its last 64 (`end`); else (CLUSTER=2's halves) a view of `buf`."""
     if BOX == BN:
         view = buf
-    elif part < 128:
-        view = tlx.local_slice(buf, (part, 0), (BOX, D))
-    else:
+    elif BN == WIDE_BN and part >= 128:
         view = end
+    else:
+        view = tlx.local_slice(buf, (part, 0), (BOX, D))
     return view
 
 

@@ -3,7 +3,8 @@ same on the PTX, tlx/gluon/barrier_elision.py, where layout conversions through 
 
 The simulator runs a warp group as one unit, but on the GPU its four warps drift apart wherever no
 barrier lines them up, and a marked op has none. Every warp is past a point once an async_dot issued
-after it has retired (all four warps issue a wgmma together) or after a named barrier. Until then:
+after it has retired (all four warps issue a wgmma together), after a named barrier, or after an unmarked
+mbarrier op (it keeps its warp-group bar.sync). Until then:
 
 - the task's own shared-memory access (local_load, local_store, a TMA-store or cp.async wait, a fence)
   may still be running in another warp, so a marked op there is reported at once (a TMA store of what
@@ -96,8 +97,13 @@ def in_line(ctx: OpContext) -> None:
 
 
 def marked(ctx: OpContext, op: str, target: str, warpgroup_sync) -> None:
-    """Before an mbarrier op: nothing to do unless it is marked warpgroup_sync=False."""
+    """Before an mbarrier op or TMA load: unmarked, it keeps its warp-group bar.sync, which lines the group up
+    (a marked op right after one is sound: CLUSTER=2's remote arrive after the local one); marked
+    warpgroup_sync=False, it is checked."""
     if getattr(warpgroup_sync, "value", warpgroup_sync):
+        # its bar.sync waits for every warp, so they are past everything before it, but a wait an earlier mark
+        # exposed stays exposed: a late warp holds the bar.sync back, and the barrier may move on meanwhile
+        _forget(_drift(ctx), lambda lag: lag.exposed_by is not None)
         return
     drift = _drift(ctx)
     if drift.access is not None:
