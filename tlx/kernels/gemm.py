@@ -949,7 +949,8 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
     TLX_TUNE=1 in the environment, "tune") or "tune" (the fastest configuration measured on this GPU
     for this exact problem, timed on first use and remembered on disk). `backend="sim"` runs it on
     the CPU simulator. `out`: C's tensor, [M, N] of `out_dtype` (None: out's own dtype, else the input
-    dtype), sharing no memory with a, b or bias. Empty problems answer as torch.matmul does: M or N = 0 an empty C, K = 0 act(bias) or zeros."""
+    dtype), sharing no memory with a, b or bias. Empty problems answer as torch.matmul does: M or N = 0
+    an empty C, K = 0 act(bias) (zeros without one)."""
     import os
 
     import torch
