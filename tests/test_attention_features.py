@@ -327,6 +327,14 @@ def test_config_and_causal_types():
         attention.attention(q, q, q, config="fast", backend="sim")
 
 
+def test_shared_memory_refused_by_name():
+    """A ring, Q and output buffer over one block's shared memory is refused before the compiler's allocation
+    error (256-key blocks at head dim 128 need 320 KB)."""
+    q = q4(1, 2, 512, 128)
+    with pytest.raises(attention.ConfigRejected, match=r"BN=256 with STAGES=2, O_BUFFER=True needs 327680 bytes"):
+        attention.attention(q, q, q, config=attention.Config(BN=256, PERSISTENT=True, O_BUFFER=True), backend="sim")
+
+
 def test_strided_cu_seqlens_refused():
     """A strided view of prefix sums is refused (the kernel read every entry at unit stride: NaN outputs)."""
     q = q4(300, 2, 64)

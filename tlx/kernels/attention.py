@@ -1634,10 +1634,9 @@ def tile_counter(device):
     return torch.zeros(1, dtype=torch.int32, device=device)
 
 
-def check_wide(cfg: Config, shape: Shape, features: Features, itemsize: int) -> None:
+def check_wide(cfg: Config, shape: Shape, features: Features) -> None:
     """What BN=WIDE_BN (pipelined_wide_blocks) runs: plain non-causal softmax at fixed lengths whose keys are
-    a multiple of 64 (the last block's 64 or 128 keys run as a narrower block), head dim 64 or 128, and
-    the K/V ring, Q and the output buffer inside shared memory."""
+    a multiple of 64 (the last block's 64 or 128 keys run as a narrower block), head dim 64 or 128."""
     if not features.plain() or features.causal or shape.varlen or shape.D > 128:
         raise ConfigRejected(f"attention.Config: BN={WIDE_BN} runs plain non-causal softmax attention at fixed "
                              f"lengths and head dim 64 or 128 only, got D={shape.D}, variable lengths={shape.varlen}, "
@@ -1645,10 +1644,16 @@ def check_wide(cfg: Config, shape: Shape, features: Features, itemsize: int) -> 
     if shape.S_q % CONSUMER_ROWS or shape.S_k % 64:
         raise ConfigRejected(f"attention.Config: BN={WIDE_BN} needs lengths that are multiples of 64, got "
                              f"{shape.S_q}/{shape.S_k}")
-    used = shared_bytes(cfg, shape.D, itemsize, q_buffers(cfg, shape.D, itemsize))
+
+
+def check_shared(cfg: Config, D: int, itemsize: int) -> None:
+    """The K/V ring, Q and the output buffer inside one block's shared memory (refused here, by name, rather
+    than by the compiler's allocation error)."""
+    used = shared_bytes(cfg, D, itemsize, q_buffers(cfg, D, itemsize))
     if used > SHARED_LIMIT:
-        raise ConfigRejected(f"attention.Config: BN={WIDE_BN} with STAGES={cfg.STAGES}, O_BUFFER={cfg.O_BUFFER} needs "
-                             f"{used} bytes of shared memory at head dim {shape.D}, over the {SHARED_LIMIT} available")
+        raise ConfigRejected(f"attention.Config: BN={cfg.BN} with STAGES={cfg.STAGES}, O_BUFFER={cfg.O_BUFFER} needs "
+                             f"{used} bytes of shared memory at head dim {D}, over the {SHARED_LIMIT} available "
+                             "(fewer STAGES or a smaller BN)")
 
 
 def check_cluster(cfg: Config, shape: Shape, features: Features, num_m: int, programs: int) -> None:
@@ -1695,10 +1700,11 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
         raise ConfigRejected(f"attention.Config: Q_IN_REGS (Q held in registers for Q K^T) spills at head dim {D} with "
                              f"BM={cfg.BM}; it is for two-consumer tiles up to head dim 128")
     if cfg.BN == WIDE_BN:
-        check_wide(cfg, shape, features, q.element_size())
+        check_wide(cfg, shape, features)
     elif not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
         raise ConfigRejected(f"attention.Config: fixed lengths must be multiples of {CONSUMER_ROWS} (queries) and "
                              f"BN={cfg.BN} (keys), got {shape.S_q}/{shape.S_k}")
+    check_shared(cfg, D, q.element_size())
     pipeline = cfg.PIPELINE and features.activation == "softmax"    # the overlap is the softmax's
     box = [CONSUMER_ROWS, D]                               # Q and O move one consumer's rows per TMA box
     kv_rows = kv_box(cfg.BN, cfg.CLUSTER)
