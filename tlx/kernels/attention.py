@@ -1634,7 +1634,7 @@ def tile_counter(device):
     return torch.zeros(1, dtype=torch.int32, device=device)
 
 
-def check_wide(cfg: Config, shape: Shape, features: Features) -> None:
+def check_wide(shape: Shape, features: Features) -> None:
     """What BN=WIDE_BN (pipelined_wide_blocks) runs: plain non-causal softmax at fixed lengths whose keys are
     a multiple of 64 (the last block's 64 or 128 keys run as a narrower block), head dim 64 or 128."""
     if not features.plain() or features.causal or shape.varlen or shape.D > 128:
@@ -1700,7 +1700,7 @@ def launch_args(q, k, v, o, lse, scale: float, layout: str, cfg: Config | None =
         raise ConfigRejected(f"attention.Config: Q_IN_REGS (Q held in registers for Q K^T) spills at head dim {D} with "
                              f"BM={cfg.BM}; it is for two-consumer tiles up to head dim 128")
     if cfg.BN == WIDE_BN:
-        check_wide(cfg, shape, features)
+        check_wide(shape, features)
     elif not shape.varlen and (shape.S_q % CONSUMER_ROWS or shape.S_k % cfg.BN):
         raise ConfigRejected(f"attention.Config: fixed lengths must be multiples of {CONSUMER_ROWS} (queries) and "
                              f"BN={cfg.BN} (keys), got {shape.S_q}/{shape.S_k}")
