@@ -18,3 +18,8 @@ def shares_memory(x, y) -> bool:
         return False
     (x0, x1), (y0, y1) = byte_span(x), byte_span(y)
     return x0 < y1 and y0 < x1
+
+
+def overlapping_input(out, inputs: dict) -> str | None:
+    """The name of the first of `inputs` (name -> tensor or None) that `out` may share memory with."""
+    return next((name for name, t in inputs.items() if shares_memory(out, t)), None)

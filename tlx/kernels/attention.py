@@ -40,7 +40,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
-from tlx.kernels.aliasing import shares_memory
+from tlx.kernels.aliasing import overlapping_input
 from tlx.kernels.cluster import cluster_rank, cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
@@ -1788,11 +1788,14 @@ def attention(q, k, v, causal: bool = False, scale: float | None = None, layout:
                             or not out.is_contiguous()):
         raise _error(f"'out' must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)} on {q.device}, got "
                      f"{out.dtype} {tuple(out.shape)} on {out.device}")
-    in_place = out is not None and out.data_ptr() == q.data_ptr()   # (same shape and contiguity, checked above)
-    for name, t in (("q", None if in_place else q), ("k", k), ("v", v)):   # each tile reads its Q rows before it
-        if out is not None and shares_memory(out, t):                       # stores those same rows; K and V are
+    if out is not None:
+        # out may be q itself (same shape and contiguity, checked above): each tile reads its Q rows before it
+        # stores those same rows; K and V are read by every tile
+        in_place = out.data_ptr() == q.data_ptr()
+        name = overlapping_input(out, {"k": k, "v": v} if in_place else {"q": q, "k": k, "v": v})
+        if name:
             raise _error(f"'out' must not share memory with '{name}' (tiles still reading it would see outputs "
-                         "already stored); pass a separate output, or q itself")          # read by every tile
+                         "already stored); pass a separate output, or q itself")
     longest = check_seqlens(cu_seqlens_q, cu_seqlens_k, shape) if shape.varlen else 0
     scale = 1.0 / math.sqrt(shape.D) if scale is None else float(scale)
     o = torch.empty_like(q) if out is None else out

@@ -24,7 +24,7 @@ import triton.language as tl
 import tlx
 from tlx.errors import ConfigRejected
 from tlx.kernels.activations import gelu, silu
-from tlx.kernels.aliasing import shares_memory
+from tlx.kernels.aliasing import overlapping_input
 from tlx.kernels.cluster import cluster_rank, cluster_sync, release_in_cluster
 from tlx.kernels.hardware import SHARED_LIMIT, num_sms
 from tlx.kernels.launch_cache import LaunchCache, holding, tensor_key
@@ -965,10 +965,10 @@ def matmul(a, b, config: Config | str | None = None, out=None, bias=None, activa
     M, N, K = a.shape[0], b.shape[1], a.shape[1]
     if out is not None:
         check_out(out, M, N, out_dtype, a.device)
-        for name, t in (("a", a), ("b", b), ("bias", bias)):
-            if shares_memory(out, t):
-                raise ValueError(f"tlx.matmul: 'out' must not share memory with '{name}' (tiles still reading it "
-                                 "would see results already stored); pass a separate output")
+        name = overlapping_input(out, {"a": a, "b": b, "bias": bias})
+        if name:
+            raise ValueError(f"tlx.matmul: 'out' must not share memory with '{name}' (tiles still reading it "
+                             "would see results already stored); pass a separate output")
     c = out if out is not None else torch.empty((M, N), dtype=out_dtype, device=a.device)
     if M == 0 or N == 0 or K == 0:                       # no tile, or no K step: nothing for a kernel to do
         return empty_product(c, bias, activation)
