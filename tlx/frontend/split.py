@@ -188,6 +188,7 @@ class _Splitter:
         for stmt in self.src.tree.body if stmts is None else stmts:
             w = _with_call(stmt, self.aliases)
             if w and w[0] == "async_tasks":
+                self.check_region_options(w[1])
                 self.split_region(stmt)
                 continue
             if w:
@@ -210,6 +211,20 @@ class _Splitter:
             else:
                 raise self.error(stmt, "tlx.async_tasks: the region may hold only `with tlx.async_task(...)` blocks "
                                        "(and compile-time `if`s around them)")
+
+    def check_region_options(self, call: ast.Call) -> None:
+        """`async_tasks()` takes Meta TLX's `exclusive=` and nothing else. That option asks TLX's compiler for
+        a cheaper start of the worker warps (no shared-memory dispatch state); Gluon 3.6 has one way to start
+        them, so the kernel runs the same with it or without. Other options are refused by name."""
+        if call.args:
+            raise self.error(call, "tlx.async_tasks: takes no positional arguments")
+        for kw in call.keywords:
+            if kw.arg != "exclusive":
+                raise self.error(call, f"tlx.async_tasks: '{kw.arg}' is not supported (only exclusive=, which "
+                                       "changes nothing on Gluon 3.6: it has one way to start worker warps)")
+            value = self.const_eval(kw.value, "'exclusive'")
+            if not isinstance(value, bool):
+                raise self.error(call, f"tlx.async_tasks: 'exclusive' must be a compile-time bool, got {value!r}")
 
     def task_spec(self, call: ast.Call) -> TaskSpec:
         kw = {k.arg: k.value for k in call.keywords}

@@ -46,13 +46,13 @@ def _barrier_wait(ctx, bar, phase, pred=None, warpgroup_sync=True):
 
 
 @gluon_rule("barrier_arrive")
-def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, warpgroup_sync=True):
+def _barrier_arrive(ctx, bar, arrive_count=1, remote_cta_rank=None, pred=None, warpgroup_sync=True):
     mark_no_warpgroup_sync(ctx, warpgroup_sync)
     if remote_cta_rank is not None:              # the PTX pass turns the arrive into one on CTA `rank`'s twin
         rank = ctx.semantic.to_tensor(remote_cta_rank) if not hasattr(remote_cta_rank, "type") else remote_cta_rank
         ctx.call(gl.inline_asm_elementwise, cluster_ptx.remote_arrive_asm(), "=r,r", [rank], dtype=gl.int32,
                  is_pure=False, pack=1)
-    ctx.call(mbarrier.arrive, bar, count=arrive_count)
+    ctx.call(mbarrier.arrive, bar, count=arrive_count, pred=_pred(ctx, pred))
 
 
 def _check_free_id(op: str, id: int) -> None:
@@ -80,7 +80,7 @@ def _fence(ctx, scope):
     if scope == "async_shared":
         ctx.call(fence_async_shared)
     else:
-        inline_ptx(ctx, "fence.acq_rel.gpu; mov.u32 $0, 0;")
+        inline_ptx(ctx, f"fence.acq_rel.{scope}; mov.u32 $0, 0;")
 
 
 @gluon_rule("fence_async_shared")

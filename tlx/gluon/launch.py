@@ -17,7 +17,7 @@ from . import barrier_elision, layouts
 from ._triton_compat import GluonHostTensorDescriptor, install_codegen_hook
 from .scope import instantiate, resolve
 from .prepared import PreparedLaunch
-from .semantic import TlxCodeGenerator, TlxSemantic
+from .semantic import LAYOUT_POLICIES, TlxCodeGenerator, TlxSemantic
 
 install_codegen_hook(TlxSemantic, TlxCodeGenerator)
 
@@ -51,37 +51,39 @@ def to_gluon_descriptor(desc) -> GluonHostTensorDescriptor:
     return converted
 
 
-def jit_function(kernel, bound: dict, anchor_1d_stores: bool | None = None, spec: tuple | None = None):
-    """The GluonJITFunction of one constexpr specialization and layout policy (memoised on the kernel);
-    by default the policy that compiled last time."""
+def jit_function(kernel, bound: dict, layout_policy: int | None = None, spec: tuple | None = None):
+    """The GluonJITFunction of one constexpr specialization and layout policy (an index in
+    semantic.LAYOUT_POLICIES; memoised on the kernel); by default the policy that compiled last time."""
     spec = kernel.constexpr_key(bound) if spec is None else spec
-    if anchor_1d_stores is None:
-        anchor_1d_stores = kernel.lowered.get(("gluon-policy", spec), False)
-    key = ("gluon", spec, anchor_1d_stores)
+    if layout_policy is None:
+        layout_policy = kernel.lowered.get(("gluon-policy", spec), 0)
+    key = ("gluon", spec, layout_policy)
     if key not in kernel.lowered:
-        kernel.lowered[key] = instantiate(kernel.split(bound), kernel.fn, anchor_1d_stores)
+        kernel.lowered[key] = instantiate(kernel.split(bound), kernel.fn, layout_policy)
     return kernel.lowered[key]
 
 
 def with_layout_retry(kernel, bound: dict, attempt):
-    """`attempt(jit_fn)`, first with 1-D stores left for other anchors, then (if Gluon's layout
-    resolution failed) with 1-D stores anchored. The policy that worked is remembered."""
+    """`attempt(jit_fn)` under each layout policy in turn (semantic.LAYOUT_POLICIES) while Gluon's layout
+    resolution fails; the last one's error is the user's. The policy that worked is remembered."""
     spec = kernel.constexpr_key(bound)
     attempt = barrier_elision.with_pass(attempt)
     if ("gluon-policy", spec) in kernel.lowered:
         return attempt(jit_function(kernel, bound, spec=spec))
-    captured = []
-    try:
-        with captured_stderr(captured):
-            result = attempt(jit_function(kernel, bound, False, spec))
-        kernel.lowered[("gluon-policy", spec)] = False
-        return result
-    except RuntimeError as e:
-        if "PassManager::run failed" not in str(e):
-            sys.stderr.write("".join(captured))   # not a layout failure: show its diagnostics
-            raise
-    result = attempt(jit_function(kernel, bound, True, spec))
-    kernel.lowered[("gluon-policy", spec)] = True
+    last = len(LAYOUT_POLICIES) - 1
+    for policy in range(last):
+        captured = []
+        try:
+            with captured_stderr(captured):
+                result = attempt(jit_function(kernel, bound, policy, spec))
+            kernel.lowered[("gluon-policy", spec)] = policy
+            return result
+        except RuntimeError as e:
+            if "PassManager::run failed" not in str(e):
+                sys.stderr.write("".join(captured))   # not a layout failure: show its diagnostics
+                raise
+    result = attempt(jit_function(kernel, bound, last, spec))
+    kernel.lowered[("gluon-policy", spec)] = last
     return result
 
 

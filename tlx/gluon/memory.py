@@ -21,7 +21,7 @@ def _local_view(ctx, buf, index):
 
 
 @gluon_rule("local_load")
-def _local_load(ctx, buf, layout=None):
+def _local_load(ctx, buf, token=None, layout=None):
     if layout == "wgmma_a":                  # an operand kept in registers across many async_dots
         layout = layouts.wgmma_a_operand(buf.shape, buf.dtype, ctx.num_warps)
     layout = layout or layouts.blocked_for(buf.shape, ctx.num_warps)

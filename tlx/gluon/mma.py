@@ -19,7 +19,8 @@ def accumulator(ctx, acc, shape, out_dtype):
 
 
 @gluon_rule("async_dot")
-def _async_dot(ctx, a, b, acc=None, use_acc=None, mBarriers=(), out_dtype=None):
+def _async_dot(ctx, a, b, acc=None, use_acc=None, pred=None, mBarriers=(), two_ctas=False, force_async=False,
+               input_precision=None, out_dtype=None):
     m, n = int(a.shape[0]), int(b.shape[1])
     acc, has_acc = accumulator(ctx, acc, (m, n), out_dtype)
     if isinstance(a, gl.tensor):

@@ -3,6 +3,7 @@ compiles (tl -> the tl shim, tlx -> the tlx op module, helpers -> Gluon JIT func
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import textwrap
 import types
@@ -69,20 +70,32 @@ def scope_for(fn, names) -> dict:
     return scope
 
 
-def to_jit(py_fn, noinline=False, anchor_1d_stores=False) -> GluonJITFunction:
-    jit_fn = GluonJITFunction(py_fn, noinline=noinline)
+class PolicyJITFunction(GluonJITFunction):
+    """A generated function compiled under one layout policy: the policy joins Triton's cache key, or a
+    binary cached under one policy would answer an attempt under another (same source, other layouts).
+    Policy 0 keeps Triton's own key."""
+
+    @property
+    def cache_key(self) -> str:
+        key = super().cache_key
+        policy = getattr(self, "_tlx_layout_policy", 0)
+        return key if not policy else hashlib.sha256(f"{key}:layout_policy={policy}".encode()).hexdigest()
+
+
+def to_jit(py_fn, noinline=False, layout_policy: int = 0) -> GluonJITFunction:
+    jit_fn = PolicyJITFunction(py_fn, noinline=noinline)
     jit_fn._tlx_generated = True
-    jit_fn._tlx_anchor_1d_stores = anchor_1d_stores
+    jit_fn._tlx_layout_policy = layout_policy
     return jit_fn
 
 
-def instantiate(split: SplitKernel, fn, anchor_1d_stores: bool = False) -> GluonJITFunction:
+def instantiate(split: SplitKernel, fn, layout_policy: int = 0) -> GluonJITFunction:
     """Gluon JIT functions for a split kernel: the tasks become globals of the kernel."""
     scope = scope_for(fn, split.global_names)
     kernel_fn = split.instantiate(scope)
     for task in split.tasks:
-        scope[task.name] = to_jit(scope[task.name], anchor_1d_stores=anchor_1d_stores)
-    return to_jit(kernel_fn, anchor_1d_stores=anchor_1d_stores)
+        scope[task.name] = to_jit(scope[task.name], layout_policy=layout_policy)
+    return to_jit(kernel_fn, layout_policy=layout_policy)
 
 
 def lower_helper(kernel) -> GluonJITFunction:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import warpgroup_mma_accumulator, warpgroup_mma_init
 
-from . import layouts
-from ._triton_compat import CodeGenerator, GluonSemantic, _is_triton_tensor, gl_core
+from . import descriptor_methods, layouts
+from ._triton_compat import CodeGenerator, GluonSemantic, _is_triton_tensor, gl_core, gluon_tensor_descriptor
 
 MAX_CARRY_ROUNDS = 3
 
@@ -21,16 +21,43 @@ def _concrete(t) -> bool:
     return isinstance(ty, gl.distributed_type) and not isinstance(ty.layout, (gl.AutoLayout, gl.CoalescedLayout))
 
 
+# Layout policies, tried in this order until Gluon resolves every Auto layout (tlx.gluon.launch):
+LAYOUT_POLICIES = (
+    "default",              # 1-D stores left for other anchors (row statistics take their tile's layout)
+    "anchor_1d_stores",     # ... anchored with the 1-D default layout
+    "split_index_vectors",  # ... and an Auto 1-D vector gets its own layout, converted at each expand_dims, so
+                            # one `offs_k` may index tiles of two layouts (Triton's matmul tutorial does)
+)
+
+
 class TlxSemantic(GluonSemantic):
 
     def __init__(self, builder, jit_fn=None):
         super().__init__(builder)
-        # layout policy of this compile attempt (tlx.gluon.launch retries with the other one)
-        self.anchor_1d_stores = getattr(jit_fn, "_tlx_anchor_1d_stores", False)
+        policy = getattr(jit_fn, "_tlx_layout_policy", 0)   # this compile attempt's index in LAYOUT_POLICIES
+        self.anchor_1d_stores = policy >= 1
+        self.split_index_vectors = policy >= 2
+
+    def expand_dims(self, input, axis):
+        if self.split_index_vectors and len(input.shape) == 1 and isinstance(input.type.layout, gl.AutoLayout):
+            warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
+            shape = [int(input.shape[0])]
+            shape.insert(axis, 1)
+            parent = layouts.blocked_for(shape, warps)
+            input = self.set_auto_layout(input, layouts.blocked_for(input.shape, warps))
+            input = self.convert_layout(input, gl.SliceLayout(axis, parent))
+        return super().expand_dims(input, axis)
 
     def broadcast_impl_value(self, lhs, rhs):
         if _concrete(lhs) and _concrete(rhs) and lhs.type.layout != rhs.type.layout:
-            if layouts.is_mma(rhs.type.layout) and not layouts.is_mma(lhs.type.layout):
+            if self.split_index_vectors and lhs.type.shape != rhs.type.shape and \
+                    not layouts.is_mma(lhs.type.layout) and not layouts.is_mma(rhs.type.layout):
+                # two split index vectors meet (offs_m[:, None] + offs_k[None, :]): the tile's default layout
+                warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
+                shape = [max(int(a), int(b)) for a, b in zip(lhs.type.shape, rhs.type.shape)]
+                tile = layouts.blocked_for(shape, warps)
+                lhs, rhs = self.convert_layout(lhs, tile), self.convert_layout(rhs, tile)
+            elif layouts.is_mma(rhs.type.layout) and not layouts.is_mma(lhs.type.layout):
                 lhs = self.convert_layout(lhs, rhs.type.layout)
             elif lhs.type.shape == rhs.type.shape or len(rhs.type.shape) == len(lhs.type.shape):
                 rhs = self.convert_layout(rhs, lhs.type.layout)
@@ -55,6 +82,12 @@ class TlxSemantic(GluonSemantic):
 
 
 class TlxCodeGenerator(CodeGenerator):
+
+    def get_Attribute(self, lhs, attr):
+        # Triton's descriptor methods (desc.load / desc.store): Gluon's descriptor has none
+        if isinstance(lhs, gluon_tensor_descriptor) and not hasattr(lhs, attr):
+            return descriptor_methods.bound_method(lhs, attr)
+        return super().get_Attribute(lhs, attr)
 
     def _find_carries(self, node, liveins, ignore=set()):
         """Like Triton's, but first give loop inputs the type the body produces: an Auto-layout input

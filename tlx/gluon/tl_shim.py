@@ -67,6 +67,11 @@ def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", evict
     if isinstance(pointer, gl.tensor) and pointer.type.is_block():
         value = _semantic.to_tensor(value) if not isinstance(value, gl.tensor) else value
         pointer = _anchor_pointer(pointer, value, _semantic, _generator)
+        if _is_auto(mask) and not _is_auto(pointer) and list(mask.shape) == list(pointer.shape):
+            # the mask shares its index vectors with the pointer (offs_m feeds both): anchor it with the
+            # pointer's layout, or a value in another layout (an MMA accumulator) would pull those vectors
+            # into two layouts at once
+            mask = _semantic.set_auto_layout(mask, pointer.type.layout)
     return tl.store(pointer, value, mask=mask, boundary_check=boundary_check, cache_modifier=cache_modifier,
                     eviction_policy=eviction_policy, _semantic=_semantic)
 
@@ -192,5 +197,21 @@ def build_tl_module() -> types.ModuleType:
             setattr(mod, name, getattr(tl, name))
     for name, value in OVERRIDES.items():
         setattr(mod, name, value)
+    mod.math = _math_module()
     mod.__getattr__ = _missing
     return mod
+
+
+def _math_module() -> types.ModuleType:
+    """`tl.math.exp2` and friends: Triton's `tl.math` names, each the same builtin as `tl.<name>`."""
+    math = types.ModuleType("tlx.gluon.tl.math")
+    for name in dir(tl.math):
+        if name in PASS_THROUGH:
+            setattr(math, name, getattr(tl, name))
+
+    def missing(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnsupportedTlName(f"tl.math.{name}", "gluon", "not in the tl subset tlx lowers (docs/ops.md lists it)")
+    math.__getattr__ = missing
+    return math

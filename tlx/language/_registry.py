@@ -8,7 +8,7 @@ walks `OPS` and fails if a backend lacks a rule.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from ..errors import check, expected
@@ -33,6 +33,7 @@ class OpDecl:
     validate: Callable  # validate(v, *args, **kwargs): raises TlxCompileError on bad input
     signature: inspect.Signature
     doc: str
+    aliases: dict[str, str] = field(default_factory=dict)   # Meta TLX's keyword name -> ours
 
     def __call__(self, *args, **kwargs):
         from ..errors import TlxCompileError
@@ -41,21 +42,37 @@ class OpDecl:
 
     def bind(self, *args, **kwargs) -> inspect.BoundArguments:
         try:
-            bound = self.signature.bind(*args, **kwargs)
+            bound = self.signature.bind(*args, **self.renamed(kwargs))
         except TypeError as e:
             raise TypeError(f"tlx.{self.name}{self.signature}: {e}") from None
         bound.apply_defaults()
         return bound
 
+    def renamed(self, kwargs: dict) -> dict:
+        """Keywords under Meta TLX's names (`size=`, `buffer_idx=`, ...) moved to ours, so kernels written
+        for TLX keep their calls."""
+        out = dict(kwargs)
+        for theirs, ours in self.aliases.items():
+            if theirs in out:
+                if ours in out:
+                    raise TypeError(f"tlx.{self.name}{self.signature}: '{theirs}' (TLX's name) and '{ours}' name "
+                                    "the same argument; give one")
+                out[ours] = out.pop(theirs)
+        return out
+
 
 OPS: dict[str, OpDecl] = {}
 
 
-def tlx_op(fn: Callable) -> OpDecl:
-    """Declare an op: `fn(v, ...)` validates; the user-facing signature is fn's minus `v`."""
+def tlx_op(fn: Callable | None = None, *, aliases: dict[str, str] | None = None):
+    """Declare an op: `fn(v, ...)` validates; the user-facing signature is fn's minus `v`.
+    `aliases` maps Meta TLX's keyword names, where they differ, to the declaration's."""
+    if fn is None:
+        return lambda f: tlx_op(f, aliases=aliases)
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())[1:]
-    decl = OpDecl(fn.__name__, fn, sig.replace(parameters=params), inspect.getdoc(fn) or "")
+    assert all(ours in sig.parameters for ours in (aliases or {}).values()), f"{fn.__name__}: alias to no parameter"
+    decl = OpDecl(fn.__name__, fn, sig.replace(parameters=params), inspect.getdoc(fn) or "", dict(aliases or {}))
     OPS[decl.name] = decl
     return decl
 

@@ -20,6 +20,6 @@ def cluster_barrier(v):
     """Barrier across all CTAs of the cluster."""
 
 
-@tlx_op
+@tlx_op(aliases={"local_allocated_buffer": "bar", "remote_cta_rank": "rank"})
 def remote_view(v, bar, rank):
     """A view of `bar` in the shared memory of CTA `rank` of the cluster."""

@@ -29,15 +29,16 @@ def local_alloc(v, shape, dtype, num, storage=storage_kind.smem, reuse=None, lay
     check(reuse is None, lambda: expected("local_alloc", "reuse", "None (buffer reuse is not supported yet)", reuse))
 
 
-@tlx_op
+@tlx_op(aliases={"local_allocated_buffers": "buf", "buffer_idx": "index"})
 def local_view(v, buf, index):
     """Buffer `index` of a ring from `local_alloc` (or barrier `index` of `alloc_barriers`); same as buf[index]."""
     check_kind(v, "local_view", "buf", buf, ("buffers", "barriers"))
 
 
-@tlx_op
-def local_load(v, buf, layout=None):
-    """Load one buffer from shared memory into registers. The compiler picks the register layout;
+@tlx_op(aliases={"src": "buf"})
+def local_load(v, buf, token=None, layout=None):
+    """Load one buffer from shared memory into registers. `token` (an `async_load` or commit-group result)
+    is accepted and not needed: cp.async ordering comes from `async_load_wait_group`. The compiler picks the register layout;
     layout="wgmma_a" asks for a wgmma A operand's (a [M, K] tile, M a multiple of 64, read by many
     async_dots, such as attention's Q: loaded once, it is not read from shared memory again)."""
     check_buffer(v, "local_load", "buf", buf)
@@ -50,7 +51,7 @@ def local_load(v, buf, layout=None):
                                f"shape {shape}"))
 
 
-@tlx_op
+@tlx_op(aliases={"dst": "buf", "src": "value"})
 def local_store(v, buf, value):
     """Store a register tensor into one buffer."""
     check_buffer(v, "local_store", "buf", buf)
@@ -59,7 +60,7 @@ def local_store(v, buf, value):
           lambda: expected("local_store", "value", f"shape {tuple(v.shape(buf))} (the buffer's)", tuple(v.shape(value))))
 
 
-@tlx_op
+@tlx_op(aliases={"input": "buf"})
 def local_trans(v, buf, dims=(1, 0)):
     """A transposed view of a buffer (no data movement), e.g. K^T as an MMA operand."""
     check_buffer(v, "local_trans", "buf", buf)
@@ -67,7 +68,7 @@ def local_trans(v, buf, dims=(1, 0)):
           lambda: expected("local_trans", "dims", f"a permutation of {len(v.shape(buf))} dims", dims))
 
 
-@tlx_op
+@tlx_op(aliases={"buffer": "buf"})
 def local_slice(v, buf, offset, shape):
     """A sub-view of a buffer starting at `offset` with `shape` (compile-time)."""
     check_buffer(v, "local_slice", "buf", buf)
@@ -79,7 +80,7 @@ def local_slice(v, buf, offset, shape):
               lambda: expected("local_slice", "offset+shape", f"inside the buffer {full}", (offset, shape)))
 
 
-@tlx_op
+@tlx_op(aliases={"src": "buf"})
 def local_reshape(v, buf, shape):
     """A view of a buffer with another shape of the same number of elements."""
     check_buffer(v, "local_reshape", "buf", buf)

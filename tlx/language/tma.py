@@ -6,9 +6,9 @@ from ._registry import check_barrier, check_buffer, check_int, check_kind, tlx_o
 from .barriers import check_warpgroup_sync
 
 
-@tlx_op
+@tlx_op(aliases={"result": "buf"})
 def async_descriptor_load(v, desc, buf, offsets, barrier, pred=None, cache_modifier="", eviction_policy="",
-                          multicast_targets=None, warpgroup_sync=True):
+                          multicast_targets=None, two_ctas=False, warpgroup_sync=True):
     """TMA tile load global -> shared; the bytes count as transaction bytes on `barrier`.
     `warpgroup_sync=False` (tlx's own): no barrier of the running warps right before the load, where one
     kept earlier already ordered the slot's readers before it and only mbarrier arrives and TMA loads
@@ -23,14 +23,21 @@ def async_descriptor_load(v, desc, buf, offsets, barrier, pred=None, cache_modif
         check_kind(v, "async_descriptor_load", "multicast_targets", rank, ("scalar",))
     check(len(offsets) == len(v.shape(buf)), lambda: expected(
         "async_descriptor_load", "offsets", f"{len(v.shape(buf))} coordinates", len(offsets)))
+    check(two_ctas in (False, None), lambda: expected("async_descriptor_load", "two_ctas",
+                                                      "False (two-CTA loads are Blackwell's)", two_ctas))
     check_warpgroup_sync("async_descriptor_load", warpgroup_sync)
 
 
-@tlx_op
-def async_descriptor_store(v, desc, buf, offsets):
-    """TMA tile store shared -> global."""
+@tlx_op(aliases={"source": "buf"})
+def async_descriptor_store(v, desc, buf, offsets, eviction_policy="", store_reduce=""):
+    """TMA tile store shared -> global. `eviction_policy` and `store_reduce` (Meta TLX's reducing stores)
+    have no lowering on triton 3.6's Gluon and must stay ""."""
     check_kind(v, "async_descriptor_store", "desc", desc, ("descriptor",))
     check_buffer(v, "async_descriptor_store", "buf", buf)
+    check(eviction_policy == "", lambda: expected("async_descriptor_store", "eviction_policy",
+                                                  '"" (Gluon 3.6 has no TMA store eviction hint)', repr(eviction_policy)))
+    check(store_reduce == "", lambda: expected("async_descriptor_store", "store_reduce",
+                                               '"" (Gluon 3.6 has no TMA reduce store)', repr(store_reduce)))
 
 
 @tlx_op
@@ -39,20 +46,27 @@ def async_descriptor_store_wait(v, pendings):
     check_int("async_descriptor_store_wait", "pendings", pendings, lo=0)
 
 
-@tlx_op
-def async_load(v, ptrs, buf, mask=None, other=None):
-    """cp.async: copy the elements at `ptrs` into `buf` asynchronously (commit + wait groups)."""
+@tlx_op(aliases={"src": "ptrs", "result": "buf"})
+def async_load(v, ptrs, buf, mask=None, other=None, cache_modifier="", eviction_policy="", is_volatile=False,
+               bulk=False, bulk_size=None, barrier=None):
+    """cp.async: copy the elements at `ptrs` into `buf` asynchronously (commit + wait groups). Masked lanes
+    are zero-filled. Returns None where Meta TLX returns a token: tokens order nothing here (the commit and
+    wait groups do), and every op that takes one accepts None."""
     check_kind(v, "async_load", "ptrs", ptrs, ("tensor",))
     check_buffer(v, "async_load", "buf", buf)
-    check(other is None, lambda: expected("async_load", "other", "None (masked lanes are zero-filled)", other))
+    check(other is None or (isinstance(other, (int, float)) and other == 0),
+          lambda: expected("async_load", "other", "None or 0 (masked lanes are zero-filled)", other))
+    check(not bulk and bulk_size is None and barrier is None, lambda: expected(
+        "async_load", "bulk/bulk_size/barrier", "unset (bulk copies are not lowered; use a TMA descriptor)",
+        (bulk, bulk_size, barrier)))
 
 
 @tlx_op
-def async_load_commit_group(v):
-    """Close the current group of cp.async copies."""
+def async_load_commit_group(v, tokens=()):
+    """Close the current group of cp.async copies. `tokens` is accepted for Meta TLX's form and unused."""
 
 
 @tlx_op
-def async_load_wait_group(v, pendings):
-    """Wait until at most `pendings` cp.async groups are outstanding."""
+def async_load_wait_group(v, pendings, tokens=()):
+    """Wait until at most `pendings` cp.async groups are outstanding. `tokens`: see async_load_commit_group."""
     check_int("async_load_wait_group", "pendings", pendings, lo=0)

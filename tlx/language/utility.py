@@ -22,7 +22,7 @@ def globaltimer(v):
     so stamps from different programs line up on one timeline."""
 
 
-@tlx_op
+@tlx_op(aliases={"v": "x"})
 def dtype_of(v, x):
     """The element dtype of a tensor, buffer or descriptor (compile-time)."""
 

@@ -97,9 +97,11 @@ def _barrier_expect_bytes(ctx: OpContext, bar, nbytes, pred):
 
 
 @sim_rule("barrier_arrive", yields=True)
-def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank, warpgroup_sync):
+def _barrier_arrive(ctx: OpContext, bar, arrive_count, remote_cta_rank, pred, warpgroup_sync):
     from .cluster import remote_barrier
     from .mma import check_release
+    if not pred_true(pred):
+        return
     check_release(ctx, bar)
     warpgroup_sync_rule.marked(ctx, "barrier_arrive", bar.label, warpgroup_sync)
     if remote_cta_rank is not None:                  # the same barrier in CTA `remote_cta_rank` of the cluster

@@ -143,7 +143,7 @@ def _local_view(ctx: OpContext, buf, index):
 
 
 @sim_rule("local_load")
-def _local_load(ctx: OpContext, buf, layout):
+def _local_load(ctx: OpContext, buf, token, layout):
     record_read(ctx, buf, "local_load")
     warpgroup_sync.shared_access(ctx, f"local_load({buf.label})")
     return interp.make_tensor(buf.array().copy(), buf.dtype)

@@ -72,7 +72,8 @@ def _chained_value(ctx: OpContext, acc) -> np.ndarray:
 
 
 @sim_rule("async_dot", yields=True)
-def _async_dot(ctx: OpContext, a, b, acc, use_acc, mBarriers, out_dtype):
+def _async_dot(ctx: OpContext, a, b, acc, use_acc, pred, mBarriers, two_ctas, force_async, input_precision,
+               out_dtype):
     a_val, a_buf = _operand(ctx, a, "a")
     b_val, b_buf = _operand(ctx, b, "b")
     out_dtype = out_dtype or tl.float32

@@ -10,6 +10,8 @@ import types
 from dataclasses import dataclass
 from typing import Callable
 
+import triton.language as tl
+
 from ..errors import TlxCompileError
 from ..language import OPS
 from .errors import Site
@@ -59,11 +61,21 @@ class OpContext:
         self.program.scheduler.switch(self.task)
 
 
+def unwrap_constexpr(x):
+    """`tl.constexpr(v)` written in a kernel (the Gluon backend unwraps these too), in lists as well."""
+    if isinstance(x, tl.constexpr):
+        return unwrap_constexpr(x.value)
+    if type(x) in (list, tuple):
+        return type(x)(unwrap_constexpr(v) for v in x)
+    return x
+
+
 def _make_op(name: str, rule: SimRule) -> Callable:
     decl = OPS[name]
 
     def op(*args, **kwargs):
         bound = decl.bind(*args, **kwargs)
+        bound.arguments.update({k: unwrap_constexpr(v) for k, v in bound.arguments.items()})
         try:
             decl.validate(VIEW, *bound.args, **bound.kwargs)
         except TlxCompileError as e:

@@ -29,7 +29,7 @@ def _same_shape(op: str, buf: BufferView, data: np.ndarray) -> None:
 
 @sim_rule("async_descriptor_load", yields=True)
 def _async_descriptor_load(ctx: OpContext, desc, buf, offsets, barrier, pred, cache_modifier, eviction_policy,
-                           multicast_targets, warpgroup_sync):
+                           multicast_targets, two_ctas, warpgroup_sync):
     warpgroup_sync_rule.marked(ctx, "async_descriptor_load", buf.label, warpgroup_sync)
     if not pred_true(pred):
         return
@@ -98,7 +98,7 @@ class StoreRecord:
 
 
 @sim_rule("async_descriptor_store", yields=True)
-def _async_descriptor_store(ctx: OpContext, desc, buf, offsets):
+def _async_descriptor_store(ctx: OpContext, desc, buf, offsets, eviction_policy, store_reduce):
     record_read(ctx, buf, "async_descriptor_store")
     warpgroup_sync_rule.tma_store_issued(ctx, buf)
     data = buf.array().copy()
@@ -137,7 +137,8 @@ def _cp_state(ctx: OpContext) -> CpAsyncState:
 
 
 @sim_rule("async_load", yields=True)
-def _async_load(ctx: OpContext, ptrs, buf, mask, other):
+def _async_load(ctx: OpContext, ptrs, buf, mask, other, cache_modifier, eviction_policy, is_volatile, bulk,
+                bulk_size, barrier):
     check_write(ctx, buf, "async_load")
     data = interp.pointer_load(ptrs, mask)
     _same_shape("async_load", buf, data)
@@ -148,14 +149,14 @@ def _async_load(ctx: OpContext, ptrs, buf, mask, other):
 
 
 @sim_rule("async_load_commit_group")
-def _async_load_commit_group(ctx: OpContext):
+def _async_load_commit_group(ctx: OpContext, tokens):
     state = _cp_state(ctx)
     state.groups.append(state.open)
     state.open = []
 
 
 @sim_rule("async_load_wait_group", yields=True)
-def _async_load_wait_group(ctx: OpContext, pendings):
+def _async_load_wait_group(ctx: OpContext, pendings, tokens):
     state = _cp_state(ctx)
     while len(state.groups) > pendings:
         for copy in state.groups.pop(0):

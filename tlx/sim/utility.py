@@ -36,7 +36,8 @@ def _globaltimer(ctx: OpContext):
 
 @sim_rule("dtype_of")
 def _dtype_of(ctx: OpContext, x):
-    return VIEW.dtype(x)
+    dtype = VIEW.dtype(x)
+    return dtype.element_ty if isinstance(dtype, tl.pointer_type) else dtype   # a pointer's pointee, as on the GPU
 
 
 @sim_rule("size_of")
