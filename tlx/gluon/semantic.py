@@ -51,6 +51,7 @@ class TlxSemantic(GluonSemantic):
     def broadcast_impl_value(self, lhs, rhs):
         if _concrete(lhs) and _concrete(rhs) and lhs.type.layout != rhs.type.layout:
             if self.split_index_vectors and lhs.type.shape != rhs.type.shape and \
+                    len(lhs.type.shape) == len(rhs.type.shape) and \
                     not layouts.is_mma(lhs.type.layout) and not layouts.is_mma(rhs.type.layout):
                 # two split index vectors meet (offs_m[:, None] + offs_k[None, :]): the tile's default layout
                 warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
