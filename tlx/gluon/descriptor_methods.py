@@ -12,10 +12,6 @@ from . import layouts
 from ._triton_compat import builtin, gl_core
 from .rules import Ctx
 
-# the other methods of Triton's descriptors (atomics, gather, scatter) have no lowering here
-SUPPORTED = ("load", "store")
-
-
 def _offsets(op: str, desc, offsets) -> list:
     offsets = list(offsets.values if hasattr(offsets, "values") else offsets)
     if len(offsets) != len(desc.block_shape):
@@ -52,13 +48,17 @@ def store(ctx: Ctx, desc, offsets, value):
     ctx.call(tma.store_wait, 0)
 
 
+# the other methods of Triton's descriptors (atomics, gather, scatter) have no lowering here
+METHODS = {"load": load, "store": store}
+
+
 def bound_method(desc, name: str):
     """`desc.<name>` as a Gluon builtin with `desc` bound."""
-    if name not in SUPPORTED:
+    if name not in METHODS:
         raise TlxUnsupported(f"tl.tensor_descriptor.{name}", "gluon",
-                             f"only {' and '.join('.' + m for m in SUPPORTED)} are lowered; use "
+                             f"only {' and '.join('.' + m for m in METHODS)} are lowered; use "
                              "tlx.async_descriptor_load / async_descriptor_store for explicit copies")
-    method = {"load": load, "store": store}[name]
+    method = METHODS[name]
 
     @builtin
     def call(*args, _semantic=None, _generator=None):

@@ -38,13 +38,16 @@ class TlxSemantic(GluonSemantic):
         self.anchor_1d_stores = policy >= 1
         self.split_index_vectors = policy >= 2
 
+    def warps(self) -> int:
+        """The warps of the function being built (a task's own count inside a warp-specialized region)."""
+        return gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
+
     def expand_dims(self, input, axis):
         if self.split_index_vectors and len(input.shape) == 1 and isinstance(input.type.layout, gl.AutoLayout):
-            warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
             shape = [int(input.shape[0])]
             shape.insert(axis, 1)
-            parent = layouts.blocked_for(shape, warps)
-            input = self.set_auto_layout(input, layouts.blocked_for(input.shape, warps))
+            parent = layouts.blocked_for(shape, self.warps())
+            input = self.set_auto_layout(input, layouts.blocked_for(input.shape, self.warps()))
             input = self.convert_layout(input, gl.SliceLayout(axis, parent))
         return super().expand_dims(input, axis)
 
@@ -54,9 +57,8 @@ class TlxSemantic(GluonSemantic):
                     len(lhs.type.shape) == len(rhs.type.shape) and \
                     not layouts.is_mma(lhs.type.layout) and not layouts.is_mma(rhs.type.layout):
                 # two split index vectors meet (offs_m[:, None] + offs_k[None, :]): the tile's default layout
-                warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
                 shape = [max(int(a), int(b)) for a, b in zip(lhs.type.shape, rhs.type.shape)]
-                tile = layouts.blocked_for(shape, warps)
+                tile = layouts.blocked_for(shape, self.warps())
                 lhs, rhs = self.convert_layout(lhs, tile), self.convert_layout(rhs, tile)
             elif layouts.is_mma(rhs.type.layout) and not layouts.is_mma(lhs.type.layout):
                 lhs = self.convert_layout(lhs, rhs.type.layout)
@@ -68,8 +70,7 @@ class TlxSemantic(GluonSemantic):
         # Gluon 3.6 crashes resolving an Auto layout backwards through a flattening reshape (tl.sum
         # over all axes reshapes first): anchor the input with its shape's default layout.
         if isinstance(getattr(input.type, "layout", None), gl.AutoLayout):
-            warps = gl_core._unwrap_if_constexpr(self.num_warps(self.generator))
-            input = self.set_auto_layout(input, layouts.blocked_for(input.shape, warps))
+            input = self.set_auto_layout(input, layouts.blocked_for(input.shape, self.warps()))
         return super().reshape(input, dst_shape, can_reorder)
 
     def to_layout(self, value, layout):

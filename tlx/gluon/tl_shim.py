@@ -184,10 +184,13 @@ class UnsupportedTlName(TlxUnsupported, AttributeError):
     """A `tl` name outside the subset tlx lowers (an AttributeError too, so hasattr() stays safe)."""
 
 
-def _missing(name: str):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise UnsupportedTlName(f"tl.{name}", "gluon", "not in the tl subset tlx lowers (docs/ops.md lists it)")
+def _missing_in(module: str):
+    """A module `__getattr__` that names the missing `<module>.<name>` (dunder lookups stay AttributeErrors)."""
+    def missing(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnsupportedTlName(f"{module}.{name}", "gluon", "not in the tl subset tlx lowers (docs/ops.md lists it)")
+    return missing
 
 
 def build_tl_module() -> types.ModuleType:
@@ -198,7 +201,7 @@ def build_tl_module() -> types.ModuleType:
     for name, value in OVERRIDES.items():
         setattr(mod, name, value)
     mod.math = _math_module()
-    mod.__getattr__ = _missing
+    mod.__getattr__ = _missing_in("tl")
     return mod
 
 
@@ -208,10 +211,5 @@ def _math_module() -> types.ModuleType:
     for name in dir(tl.math):
         if name in PASS_THROUGH:
             setattr(math, name, getattr(tl, name))
-
-    def missing(name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise UnsupportedTlName(f"tl.math.{name}", "gluon", "not in the tl subset tlx lowers (docs/ops.md lists it)")
-    math.__getattr__ = missing
+    math.__getattr__ = _missing_in("tl.math")
     return math

@@ -50,8 +50,9 @@ def async_descriptor_store_wait(v, pendings):
 def async_load(v, ptrs, buf, mask=None, other=None, cache_modifier="", eviction_policy="", is_volatile=False,
                bulk=False, bulk_size=None, barrier=None):
     """cp.async: copy the elements at `ptrs` into `buf` asynchronously (commit + wait groups). Masked lanes
-    are zero-filled. Returns None where Meta TLX returns a token: tokens order nothing here (the commit and
-    wait groups do), and every op that takes one accepts None."""
+    are zero-filled. Returns a placeholder where Meta TLX returns a token (None on the simulator, an empty
+    tuple with no IR in the Gluon backend): tokens order nothing here (the commit and wait groups do), and
+    every op that takes one accepts the placeholder."""
     check_kind(v, "async_load", "ptrs", ptrs, ("tensor",))
     check_buffer(v, "async_load", "buf", buf)
     check(other is None or (isinstance(other, (int, float)) and other == 0),
